@@ -1,0 +1,245 @@
+/**
+ * Shared pieces of the benchmarks: a closed-loop HTTP load driver (C concurrent keep-alive
+ * clients, a warm-up, then a fixed measuring window), latency statistics and table output.
+ *
+ * The driver runs in a child process (bench/load-client.ts) so that the load generator does
+ * not share an event loop with the system under test, which usually runs in the bench process.
+ * Every loop is bounded both in time (the window) and in count (maxRequests).
+ */
+import http from "node:http";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export interface LoadSpec {
+  /** Row name in the result table. */
+  name: string;
+  url: string;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+  connections: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Hard cap on requests per phase, so a loop can never run away. */
+  maxRequests?: number;
+  /** Per-request timeout. */
+  timeoutMs?: number;
+}
+
+export interface LoadResult {
+  name: string;
+  requests: number;
+  errors: number;
+  /** Count of responses by HTTP status (measuring window only). */
+  statuses: Record<string, number>;
+  seconds: number;
+  throughput: number;
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+export interface BenchOptions {
+  seconds: number;
+  connections: number;
+  warmupSeconds: number;
+}
+
+/** A benchmark scenario: a module in bench/ exporting one of these, registered in run.ts. */
+export interface Scenario {
+  name: string;
+  description: string;
+  run(opts: BenchOptions): Promise<ScenarioReport>;
+}
+
+export interface ScenarioReport {
+  scenario: string;
+  results: LoadResult[];
+  /** Derived figures (ratios, goals) for the JSON summary. */
+  summary: Record<string, unknown>;
+  /** Extra lines printed under the table. */
+  lines: string[];
+}
+
+export function benchOptions(env: Record<string, string | undefined> = process.env): BenchOptions {
+  const num = (name: string, def: number, min: number, max: number) => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return def;
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n < min || n > max) throw new Error(`${name} must be a number in ${min}..${max}, got "${raw}"`);
+    return n;
+  };
+  return {
+    seconds: num("BENCH_SECONDS", 5, 0.5, 600),
+    connections: Math.round(num("BENCH_CONNECTIONS", 32, 1, 1024)),
+    warmupSeconds: num("BENCH_WARMUP_SECONDS", 1, 0, 60),
+  };
+}
+
+/** The p-th percentile (0..100) of sorted values, nearest-rank. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (!sorted.length) return NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
+interface PhaseOutcome { requests: number; errors: number; statuses: Record<string, number>; latencies: Float64Array; seconds: number }
+
+/** One closed-loop phase in this process: `connections` clients, each waiting for its answer. */
+async function phase(spec: LoadSpec, agent: http.Agent, durationMs: number): Promise<PhaseOutcome> {
+  const maxRequests = spec.maxRequests ?? 5_000_000;
+  const latencies = new Float64Array(maxRequests);
+  const statuses: Record<string, number> = {};
+  let requests = 0;
+  let errors = 0;
+  const url = new URL(spec.url);
+  const body = spec.body === undefined ? undefined : Buffer.from(spec.body);
+  const headers: Record<string, string | number> = { ...spec.headers };
+  if (body) headers["content-length"] = body.length;
+  const start = performance.now();
+  const deadline = start + durationMs;
+
+  const once = () => new Promise<number>((resolve) => {
+    const req = http.request({
+      agent, host: url.hostname, port: url.port, path: url.pathname + url.search,
+      method: spec.method ?? (body ? "POST" : "GET"), headers, timeout: spec.timeoutMs ?? 10_000,
+    }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.statusCode ?? 0));
+      res.on("error", () => resolve(-1));
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", () => resolve(-1));
+    req.end(body);
+  });
+
+  const client = async () => {
+    while (performance.now() < deadline && requests + errors < maxRequests) {
+      const t0 = performance.now();
+      const status = await once();
+      const t1 = performance.now();
+      if (t1 > deadline) break; // answered after the window closed: not counted
+      if (status < 0) { errors++; continue; }
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      if (requests < maxRequests) latencies[requests] = t1 - t0;
+      requests++;
+    }
+  };
+  await Promise.all(Array.from({ length: spec.connections }, client));
+  const seconds = Math.min(performance.now(), deadline) - start;
+  return { requests, errors, statuses, latencies: latencies.subarray(0, requests), seconds: seconds / 1000 };
+}
+
+/** Runs warm-up plus measuring window in the current process. */
+export async function driveInProcess(spec: LoadSpec): Promise<LoadResult> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: spec.connections });
+  try {
+    if (spec.warmupMs > 0) await phase(spec, agent, spec.warmupMs);
+    const m = await phase(spec, agent, spec.durationMs);
+    const sorted = Float64Array.from(m.latencies).sort();
+    const ok = Object.entries(m.statuses).filter(([s]) => s.startsWith("2")).reduce((a, [, n]) => a + n, 0);
+    return {
+      name: spec.name,
+      requests: m.requests,
+      errors: m.errors + (m.requests - ok),
+      statuses: m.statuses,
+      seconds: round(m.seconds, 3),
+      throughput: round(m.requests / m.seconds, 1),
+      p50Ms: round(percentile(sorted, 50), 3),
+      p95Ms: round(percentile(sorted, 95), 3),
+      p99Ms: round(percentile(sorted, 99), 3),
+      maxMs: round(sorted.length ? sorted[sorted.length - 1]! : NaN, 3),
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** Runs the load in a child process (bench/load-client.ts) and returns its result. */
+export function drive(spec: LoadSpec): Promise<LoadResult> {
+  const entry = fileURLToPath(new URL("./load-client.ts", import.meta.url));
+  const limitMs = spec.warmupMs + spec.durationMs + 60_000;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", entry], { stdio: ["pipe", "pipe", "inherit"] });
+    let out = "";
+    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`load client for ${spec.name} ran over ${limitMs} ms`)); }, limitMs);
+    child.stdout.on("data", (d: Buffer) => { out += d.toString("utf8"); });
+    child.on("error", (err) => { clearTimeout(timer); reject(err); });
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      if (code !== 0) { reject(new Error(`load client for ${spec.name} exited with ${code}`)); return; }
+      try { resolve(JSON.parse(out.trim().split("\n").pop()!)); } catch { reject(new Error(`load client printed no result: ${out}`)); }
+    });
+    child.stdin.end(JSON.stringify(spec));
+  });
+}
+
+export function round(n: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}
+
+export function formatTable(results: LoadResult[], baseline?: LoadResult): string {
+  const head = ["name", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms", ...(baseline ? ["vs " + baseline.name] : [])];
+  const rows = results.map((r) => [
+    r.name, String(r.requests), String(r.errors), r.throughput.toFixed(1), r.p50Ms.toFixed(2), (r.p95Ms ?? 0).toFixed(2), r.p99Ms.toFixed(2),
+    ...(baseline ? [`${((r.throughput / baseline.throughput) * 100).toFixed(1)}%`] : []),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  return [line(head), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
+}
+
+/** The all-in-one system of a scenario: embedded defaults on a temporary DATA_DIR, one paid user. */
+export interface BenchSystem {
+  system: import("@cms/platform").System;
+  userId: string;
+  username: string;
+  /** Headers of an authenticated op call (API key and bearer token). */
+  headers: Record<string, string>;
+  /** The op endpoint's URL. */
+  endpoint: string;
+  /** An op call that must answer 200; its JSON body. */
+  call(body: Record<string, unknown>): Promise<Record<string, any>>;
+  stop(): Promise<void>;
+}
+
+export const BENCH_API_KEY = "bench-key";
+
+export async function startBenchSystem(extraEnv: Record<string, string> = {}): Promise<BenchSystem> {
+  const { chmodSync, mkdtempSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { loadConfig } = await import("@cms/platform");
+  const { startSystem } = await import("@cms/server");
+  const { AuthService } = await import("@cms/contracts/auth/v1/auth_pb");
+  process.env.OTEL_SDK_DISABLED ??= "true";
+  const dataDir = mkdtempSync(join(tmpdir(), "cms-bench-"));
+  // As root the embedded PostgreSQL runs as the postgres OS user, which must enter DATA_DIR.
+  chmodSync(dataDir, 0o755);
+  const env = {
+    DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", OTEL_SDK_DISABLED: "true",
+    RATE_LIMIT_PER_MINUTE: "100000000", GATEWAY_API_KEYS: BENCH_API_KEY, ...extraEnv,
+  };
+  const system = await startSystem(loadConfig(env, ["--target=all"]));
+  const auth = system.clients.get(AuthService);
+  const username = `b${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
+  const { userId } = await auth.createUser({ username, plan: "paid", isAdmin: false });
+  const { accessToken } = await auth.mintToken({ username, scopes: [] });
+  const headers = { "content-type": "application/json", apikey: BENCH_API_KEY, authorization: `Bearer ${accessToken}` };
+  const endpoint = `${system.url}/functions/v1/thirdparty-v1`;
+  return {
+    system, userId, username, headers, endpoint,
+    async call(body) {
+      const res = await fetch(endpoint, { method: "POST", headers, body: JSON.stringify(body) });
+      const json = await res.json() as Record<string, any>;
+      if (res.status !== 200) throw new Error(`${String(body.op)}: ${res.status} ${JSON.stringify(json)}`);
+      return json;
+    },
+    async stop() {
+      await system.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,282 @@
+/**
+ * The event bus. A state change and its event are written in one transaction (the outbox table
+ * of the writing service's schema); a relay publishes pending rows, to NATS JetStream with the
+ * row id as message id (deduplicated inside the stream's window) when NATS_URL is set, or to
+ * in-process subscribers otherwise. Subscribers are durable (a JetStream durable consumer per
+ * subscription name) and must be idempotent: delivery is at least once.
+ *
+ * broadcast()/onBroadcast() are fire-and-forget notifications to every replica (cache
+ * invalidation); they are not persisted.
+ */
+import { EventEmitter } from "node:events";
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { context, propagation } from "@opentelemetry/api";
+import type { Knex } from "knex";
+import type { Logger } from "./logger.js";
+import type { Migration } from "./db.js";
+
+export interface BusEvent {
+  id: string;
+  type: string;
+  payload: Record<string, unknown>;
+  occurredAt: string;
+  headers: Record<string, string>;
+}
+
+export type EventHandler = (event: BusEvent) => Promise<void>;
+
+/** The outbox table, created in each service's own schema by its migration list. */
+export const outboxMigration: Migration = {
+  async up(knex) {
+    await knex.schema.createTable("outbox", (t) => {
+      t.bigIncrements("seq");
+      t.uuid("id").notNullable().unique();
+      t.text("type").notNullable();
+      t.jsonb("payload").notNullable();
+      t.jsonb("headers").notNullable().defaultTo("{}");
+      t.timestamp("occurred_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      t.integer("attempts").notNullable().defaultTo(0);
+      t.timestamp("next_attempt_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+    });
+  },
+};
+
+/** A service schema's migrations: the platform's outbox table first, then the service's own. */
+export function serviceMigrations(own: ReadonlyArray<readonly [string, Migration]>): Array<readonly [string, Migration]> {
+  return [["00000000000000_outbox", outboxMigration], ...own];
+}
+
+/** Adds an event to the outbox inside the caller's transaction. */
+export async function enqueueEvent(trx: Knex | Knex.Transaction, type: string, payload: Record<string, unknown>): Promise<string> {
+  const id = randomUUID();
+  const headers: Record<string, string> = {};
+  propagation.inject(context.active(), headers);
+  await trx("outbox").insert({ id, type, payload, headers });
+  return id;
+}
+
+/** Transport beneath the relay: where published events go and where subscribers read. */
+export interface BusTransport {
+  publish(event: BusEvent): Promise<void>;
+  subscribe(name: string, type: string, handler: EventHandler): Promise<void>;
+  broadcast(type: string, payload: Record<string, unknown>): void;
+  onBroadcast(type: string, handler: (payload: Record<string, unknown>) => void): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** In-process transport: the all-in-one default. */
+export function createLocalTransport(log: Logger): BusTransport {
+  const subs = new Map<string, Array<{ name: string; handler: EventHandler }>>();
+  const emitter = new EventEmitter();
+  emitter.setMaxListeners(0);
+  return {
+    async publish(event) {
+      const list = subs.get(event.type) ?? [];
+      // Every subscriber must succeed before the row counts as published; a failure makes the
+      // relay retry the whole event later (handlers are idempotent).
+      for (const s of list) {
+        await context.with(propagation.extract(context.active(), event.headers), () => s.handler(event));
+      }
+    },
+    async subscribe(name, type, handler) {
+      const list = subs.get(type) ?? [];
+      if (list.some((s) => s.name === name)) throw new Error(`duplicate subscription ${name} on ${type}`);
+      list.push({ name, handler });
+      subs.set(type, list);
+      log.debug({ name, type }, "subscribed (in-process)");
+    },
+    broadcast(type, payload) {
+      emitter.emit(type, payload);
+    },
+    async onBroadcast(type, handler) {
+      emitter.on(type, handler);
+    },
+    async close() {
+      emitter.removeAllListeners();
+    },
+  };
+}
+
+/** NATS JetStream transport. */
+export async function createNatsTransport(opts: { url: string; stream: string; subjectPrefix: string; log: Logger }): Promise<BusTransport> {
+  const { connect, headers: natsHeaders } = await import("@nats-io/transport-node");
+  const { jetstream, jetstreamManager, AckPolicy, DeliverPolicy } = await import("@nats-io/jetstream");
+  const { log, stream, subjectPrefix } = opts;
+  const nc = await connect({ servers: opts.url, name: "cms", maxReconnectAttempts: -1 });
+  const jsm = await jetstreamManager(nc);
+  const subjects = [`${subjectPrefix}.>`];
+  try {
+    await jsm.streams.info(stream);
+  } catch {
+    try {
+      await jsm.streams.add({ name: stream, subjects, duplicate_window: 2 * 60 * 1_000_000_000 });
+    } catch (err) {
+      // Another replica created it concurrently.
+      await jsm.streams.info(stream).catch(() => { throw err; });
+    }
+  }
+  const js = jetstream(nc);
+  const consumers: Array<{ stop(): void }> = [];
+  let closing = false;
+  const subjectOf = (type: string) => `${subjectPrefix}.${type}`;
+  const broadcastSubject = (type: string) => `${subjectPrefix}-broadcast.${type}`;
+  return {
+    async publish(event) {
+      const h = natsHeaders();
+      for (const [k, v] of Object.entries(event.headers)) h.set(k, v);
+      h.set("cms-occurred-at", event.occurredAt);
+      await js.publish(subjectOf(event.type), JSON.stringify(event.payload), { msgID: event.id, headers: h });
+    },
+    async subscribe(name, type, handler) {
+      const durable = `${name}`.replace(/[^A-Za-z0-9_-]/g, "_");
+      try {
+        await jsm.consumers.info(stream, durable);
+      } catch {
+        await jsm.consumers.add(stream, {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          filter_subject: subjectOf(type),
+          max_deliver: -1,
+          ack_wait: 60_000_000_000,
+        }).catch(async (err) => { await jsm.consumers.info(stream, durable).catch(() => { throw err; }); });
+      }
+      const consumer = await js.consumers.get(stream, durable);
+      const messages = await consumer.consume({ max_messages: 64 });
+      consumers.push({ stop: () => messages.stop() });
+      void (async () => {
+        for await (const m of messages) {
+          const headers: Record<string, string> = {};
+          for (const k of m.headers?.keys() ?? []) headers[k] = m.headers!.get(k);
+          const event: BusEvent = {
+            id: m.headers?.get("Nats-Msg-Id") ?? String(m.seq),
+            type,
+            payload: m.json(),
+            occurredAt: headers["cms-occurred-at"] ?? new Date().toISOString(),
+            headers,
+          };
+          try {
+            await context.with(propagation.extract(context.active(), headers), () => handler(event));
+            m.ack();
+          } catch (err) {
+            log.warn({ err, type, subscription: name, attempt: m.info.deliveryCount }, "event handler failed; will be redelivered");
+            m.nak(Math.min(30_000, 500 * 2 ** Math.min(m.info.deliveryCount, 6)));
+          }
+        }
+      })().catch((err) => { if (!closing) log.error({ err, name }, "consumer loop ended"); });
+    },
+    broadcast(type, payload) {
+      nc.publish(broadcastSubject(type), JSON.stringify(payload));
+    },
+    async onBroadcast(type, handler) {
+      const sub = nc.subscribe(broadcastSubject(type));
+      void (async () => { for await (const m of sub) handler(m.json()); })();
+    },
+    async close() {
+      closing = true;
+      for (const c of consumers) c.stop();
+      await nc.drain().catch(() => nc.close());
+    },
+  };
+}
+
+/**
+ * Relay of one service's outbox. It wakes when the service enqueued something (notify) and
+ * on a timer (events written just before a crash), claims rows with SKIP LOCKED so replicas
+ * share the work, publishes, and deletes what was published.
+ */
+export interface OutboxRelay {
+  notify(): void;
+  start(): void;
+  stop(): Promise<void>;
+  /** Publishes everything pending now (tests and orderly shutdown). */
+  drain(): Promise<void>;
+}
+
+export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger, opts: { pollMs?: number; batch?: number } = {}): OutboxRelay {
+  const pollMs = opts.pollMs ?? 1000;
+  const batch = opts.batch ?? 100;
+  let running = false;
+  let wake: (() => void) | undefined;
+  let pending = false;
+  let loop: Promise<void> | undefined;
+
+  async function once(): Promise<number> {
+    return db.transaction(async (trx) => {
+      const rows = await trx("outbox")
+        .select("seq", "id", "type", "payload", "headers", "occurred_at", "attempts")
+        .where("next_attempt_at", "<=", trx.fn.now())
+        .orderBy("seq")
+        .limit(batch)
+        .forUpdate()
+        .skipLocked();
+      const done: number[] = [];
+      for (const row of rows) {
+        const event: BusEvent = {
+          id: row.id,
+          type: row.type,
+          payload: row.payload,
+          headers: row.headers ?? {},
+          occurredAt: new Date(row.occurred_at).toISOString(),
+        };
+        try {
+          await transport.publish(event);
+          done.push(row.seq);
+        } catch (err) {
+          const delayMs = Math.min(60_000, 250 * 2 ** Math.min(row.attempts, 8));
+          log.warn({ err, event: event.type, id: event.id, attempt: row.attempts + 1 }, "event publish failed; retrying later");
+          await trx("outbox").where({ seq: row.seq }).update({
+            attempts: row.attempts + 1,
+            next_attempt_at: trx.raw(`now() + (? || ' milliseconds')::interval`, [String(delayMs)]),
+          });
+        }
+      }
+      if (done.length) await trx("outbox").whereIn("seq", done).delete();
+      return rows.length;
+    });
+  }
+
+  async function run(): Promise<void> {
+    while (running) {
+      pending = false;
+      let n = 0;
+      try {
+        n = await once();
+      } catch (err) {
+        if (running) log.error({ err }, "outbox relay pass failed");
+      }
+      if (n >= batch || pending) continue;
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, pollMs);
+        wake = () => { clearTimeout(t); r(); };
+      });
+      wake = undefined;
+    }
+  }
+
+  return {
+    notify() {
+      pending = true;
+      wake?.();
+    },
+    start() {
+      if (running) return;
+      running = true;
+      loop = run();
+    },
+    async stop() {
+      running = false;
+      wake?.();
+      await loop;
+    },
+    async drain() {
+      for (let i = 0; i < 100; i++) {
+        const left = await db("outbox").count<{ count: number }[]>("* as count").first();
+        if (!left || Number(left.count) === 0) return;
+        await once();
+        if (i > 0) await sleep(20);
+      }
+    },
+  };
+}

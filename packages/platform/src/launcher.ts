@@ -1,0 +1,250 @@
+/**
+ * Runs a target: `all` (every module in one process, Connect calls in memory) or one module per
+ * process (Connect over HTTP/2 between processes). main() only loads config and calls launch();
+ * tests call launch() directly to start a whole system in-process.
+ */
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { createClient, createRouterTransport, type ConnectRouter, type Transport } from "@connectrpc/connect";
+import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
+import type { DescService } from "@bufbuild/protobuf";
+import type { Knex } from "knex";
+import { type Config, type ServiceName, SERVICE_NAMES, ConfigError } from "./config.js";
+import { createLogger, type Logger } from "./logger.js";
+import { createDb, ensureExtensions, migrate, type MigrationList } from "./db.js";
+import { serviceMigrations, createLocalTransport, createNatsTransport, createOutboxRelay, enqueueEvent, type BusTransport, type OutboxRelay } from "./bus.js";
+import { createObjectStore, type ObjectStore } from "./object-store.js";
+import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres.js";
+import { startTelemetry } from "./telemetry.js";
+import { resolveGrantSecret } from "./grants.js";
+import { clientInterceptors, ownerOf, serverInterceptors, useNativeUtf8Check } from "./rpc.js";
+import type { Clients, ServiceBus, ServiceContext, ServiceInstance, ServiceModule } from "./module.js";
+
+/** The gateway is a module too, but it serves HTTP to the outside instead of Connect routes. */
+export interface GatewayModule {
+  schema: string;
+  migrations: MigrationList;
+  init(ctx: ServiceContext): Promise<GatewayInstance>;
+}
+
+export interface GatewayInstance {
+  /** Starts listening on config.host:config.port; resolves to the bound URL. */
+  listen(): Promise<string>;
+  stop(): Promise<void>;
+  /** Printed at start-up (the generated embedded API key). */
+  banner?: Record<string, unknown>;
+}
+
+export interface System {
+  config: Config;
+  log: Logger;
+  /** Gateway URL when this process runs the gateway. */
+  url?: string;
+  /** Connect URL when this process runs one service. */
+  serviceUrl?: string;
+  banner: Record<string, unknown>;
+  /** Connection string of the database in use (embedded or DATABASE_URL). */
+  databaseUrl: string;
+  clients: Clients;
+  /** The object store this process uses. */
+  store: ObjectStore;
+  dbOf(name: ServiceName | "gateway"): Knex | undefined;
+  /** Publishes every pending outbox event now (tests). */
+  drainEvents(): Promise<void>;
+  /** Subscribes to bus events (tests observe what services publish). */
+  subscribe(name: string, type: string, handler: (event: import("./bus.js").BusEvent) => Promise<void>): Promise<void>;
+  /** Runs a module's job once (admin CLI `jobs run`). */
+  runJob(name: string, args: Record<string, unknown>): Promise<Record<string, unknown>>;
+  stop(): Promise<void>;
+}
+
+export interface LaunchOptions {
+  modules: ServiceModule[];
+  gateway: GatewayModule;
+  log?: Logger;
+  /** No HTTP gateway (the admin CLI runs jobs this way). */
+  headless?: boolean;
+}
+
+function makeClients(transportFor: (owner: ServiceName) => Transport): Clients {
+  const cache = new Map<string, unknown>();
+  return {
+    get<T extends DescService>(service: T) {
+      let c = cache.get(service.typeName);
+      if (!c) {
+        const owner = ownerOf(service);
+        if (owner === "gateway") throw new Error(`${service.typeName} is served by the gateway itself`);
+        c = createClient(service, transportFor(owner));
+        cache.set(service.typeName, c);
+      }
+      return c as ReturnType<Clients["get"]> as never;
+    },
+  };
+}
+
+export async function launch(config: Config, opts: LaunchOptions): Promise<System> {
+  const log = opts.log ?? createLogger(config.logLevel, { target: config.target });
+  const cleanup: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const fn of cleanup.reverse()) {
+      try { await fn(); } catch (err) { log.error({ err }, "error during shutdown"); }
+    }
+    cleanup.length = 0;
+  };
+  try {
+    useNativeUtf8Check();
+    const telemetry = await startTelemetry(`cms-${config.target}`, config.telemetry);
+    cleanup.push(() => telemetry.shutdown());
+    const split = config.target !== "all";
+    if (split && !config.databaseUrl) throw new ConfigError(`--target=${config.target} runs one service per process and needs DATABASE_URL (the embedded database is for --target=all).`);
+    if (split && !config.natsUrl) throw new ConfigError(`--target=${config.target} runs one service per process and needs NATS_URL so that events cross processes.`);
+    if (split && !config.grantSecret && !opts.headless) throw new ConfigError(`--target=${config.target} needs GRANT_SECRET, shared by every process, so that signed upload and download links verify on any replica.`);
+
+    let databaseUrl = config.databaseUrl;
+    let embedded: EmbeddedPostgres | undefined;
+    if (!databaseUrl) {
+      embedded = await startEmbeddedPostgres(config.dataDir, log);
+      cleanup.push(() => embedded!.stop());
+      databaseUrl = embedded.url;
+    }
+
+    const transport: BusTransport = config.natsUrl
+      ? await createNatsTransport({ url: config.natsUrl, stream: config.natsStream, subjectPrefix: config.natsSubjectPrefix, log })
+      : createLocalTransport(log);
+    cleanup.push(() => transport.close());
+
+    // Grants in upload/download URLs must verify on every replica: GRANT_SECRET, or one kept
+    // under DATA_DIR on a single machine.
+    config.grantSecret = resolveGrantSecret(config.grantSecret, config.dataDir);
+    const store: ObjectStore = await createObjectStore(config);
+    cleanup.push(async () => store.close());
+
+    const selected = opts.modules.filter((m) => config.target === "all" || config.target === m.name);
+    const runGateway = !opts.headless && (config.target === "all" || config.target === "gateway");
+
+    // Routes of the modules in this process, and how clients reach every service.
+    const routeFns: Array<(r: ConnectRouter) => void> = [];
+    const allRoutes = (r: ConnectRouter) => { for (const fn of routeFns) fn(r); };
+    // The in-memory transport knows the routes registered when it is built, so it is built on
+    // the first call, after every module's init() (a module may create clients during init).
+    let local: Transport | undefined;
+    const buildLocal = () => (local ??= createRouterTransport(allRoutes, { router: { interceptors: serverInterceptors(log) }, transport: { interceptors: clientInterceptors } }));
+    const lazyLocal: Transport = {
+      unary: (...args) => buildLocal().unary(...args),
+      stream: (...args) => buildLocal().stream(...args),
+    };
+    const remote = new Map<ServiceName, Transport>();
+    const transportFor = (owner: ServiceName): Transport => {
+      if (config.target === "all") return lazyLocal;
+      let t = remote.get(owner);
+      if (!t) {
+        t = createConnectTransport({ baseUrl: config.serviceUrls[owner], httpVersion: "2", interceptors: clientInterceptors, useBinaryFormat: true });
+        remote.set(owner, t);
+      }
+      return t;
+    };
+    const clients = makeClients(transportFor);
+
+    const dbs = new Map<string, Knex>();
+    const relays: OutboxRelay[] = [];
+    const poolMax = config.target === "all" ? Math.max(2, Math.ceil(config.dbPoolMax / 2)) : config.dbPoolMax;
+    async function contextFor(name: string, schema: string, migrations: MigrationList, extensions: string[] = [], withOutbox = true): Promise<ServiceContext> {
+      const db = createDb(databaseUrl!, schema, poolMax);
+      cleanup.push(() => db.destroy());
+      dbs.set(name, db);
+      if (extensions.length) await ensureExtensions(db, extensions);
+      await migrate(db, schema, withOutbox ? serviceMigrations(migrations) : migrations);
+      const relay = withOutbox ? createOutboxRelay(db, transport, log.child({ outbox: schema })) : undefined;
+      if (relay) relays.push(relay);
+      const mlog = log.child({ module: name });
+      const bus: ServiceBus = {
+        enqueue: (trx, type, payload) => {
+          if (!relay) throw new Error(`${name} has no outbox`);
+          return enqueueEvent(trx, type, payload);
+        },
+        flush: () => relay?.notify(),
+        subscribe: (sub, type, handler) => transport.subscribe(`${name}-${sub}`, type, handler),
+        broadcast: (type, payload) => transport.broadcast(type, payload),
+        onBroadcast: (type, handler) => transport.onBroadcast(type, handler),
+        drain: async () => relay?.drain(),
+      };
+      return { config, log: mlog, db, bus, store, clients };
+    }
+
+    const instances: Array<{ name: string; inst: ServiceInstance }> = [];
+    for (const m of selected) {
+      const ctx = await contextFor(m.name, m.schema, m.migrations, m.extensions);
+      const inst = await m.init(ctx);
+      routeFns.push((r) => inst.routes(r));
+      instances.push({ name: m.name, inst });
+    }
+
+    let serviceUrl: string | undefined;
+    if (split && config.target !== "gateway" && !opts.headless) {
+      const handler = connectNodeAdapter({ routes: allRoutes, interceptors: serverInterceptors(log) });
+      const server = http2.createServer((req, res) => {
+        if (req.url === "/healthz") { res.writeHead(200, { "content-type": "text/plain" }); res.end("ok"); return; }
+        handler(req, res);
+      });
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(config.servicePort, config.host, () => resolve());
+      });
+      const addr = server.address() as AddressInfo;
+      serviceUrl = `http://${config.host}:${addr.port}`;
+      cleanup.push(() => new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Sessions from peers hold the server open; closing it refuses new streams.
+        setTimeout(resolve, 2000).unref();
+      }));
+    }
+
+    for (const { inst } of instances) {
+      if (inst.start) await inst.start();
+      if (inst.stop) cleanup.push(() => inst.stop!());
+    }
+    for (const relay of relays) {
+      relay.start();
+      cleanup.push(() => relay.stop());
+    }
+
+    let url: string | undefined;
+    let banner: Record<string, unknown> = {};
+    if (runGateway) {
+      const ctx = await contextFor("gateway", opts.gateway.schema, opts.gateway.migrations, [], false);
+      const gw = await opts.gateway.init(ctx);
+      url = await gw.listen();
+      // With PORT=0 the origins are known only now.
+      if (config.originsDerived.baseUrl) config.baseUrl = url;
+      if (config.originsDerived.appUrl) config.appUrl = config.baseUrl;
+      if (config.originsDerived.mcpUrl) config.mcpUrl = config.baseUrl;
+      cleanup.push(() => gw.stop());
+      banner = gw.banner ?? {};
+    }
+
+    return {
+      config,
+      log,
+      url,
+      serviceUrl,
+      banner,
+      databaseUrl: databaseUrl!,
+      clients,
+      store,
+      dbOf: (name) => dbs.get(name),
+      async drainEvents() { for (const r of relays) await r.drain(); },
+      subscribe: (name, type, handler) => transport.subscribe(name, type, handler),
+      async runJob(name, args) {
+        const found = instances.find(({ inst }) => inst.jobs?.[name]);
+        if (!found) throw new ConfigError(`unknown job "${name}"; known: ${instances.flatMap(({ inst }) => Object.keys(inst.jobs ?? {})).join(", ")}`);
+        return found.inst.jobs![name]!(args);
+      },
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+export { SERVICE_NAMES };

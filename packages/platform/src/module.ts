@@ -1,0 +1,61 @@
+/**
+ * The module table contract (as in Loki/Mimir): every service is a module with a name, its own
+ * schema and migrations, and an init() that returns Connect routes plus start/stop. The same
+ * modules run all in one process or one per process; only the wiring differs (launcher.ts).
+ */
+import type { ConnectRouter, Client, Transport } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import type { Knex } from "knex";
+import type { Config, ServiceName } from "./config.js";
+import type { Logger } from "./logger.js";
+import type { ObjectStore } from "./object-store.js";
+import type { EventHandler } from "./bus.js";
+
+/** The bus as a service sees it. */
+export interface ServiceBus {
+  /** Adds an event to this service's outbox inside trx (published after commit). */
+  enqueue(trx: Knex | Knex.Transaction, type: string, payload: Record<string, unknown>): Promise<string>;
+  /** Wakes the relay after a commit that enqueued events. */
+  flush(): void;
+  /** Durable subscription; `name` identifies the consumer group across replicas. */
+  subscribe(name: string, type: string, handler: EventHandler): Promise<void>;
+  broadcast(type: string, payload: Record<string, unknown>): void;
+  onBroadcast(type: string, handler: (payload: Record<string, unknown>) => void): Promise<void>;
+  /** Publishes everything pending now (tests, shutdown). */
+  drain(): Promise<void>;
+}
+
+export interface Clients {
+  get<T extends DescService>(service: T): Client<T>;
+}
+
+export interface ServiceContext {
+  config: Config;
+  log: Logger;
+  db: Knex;
+  bus: ServiceBus;
+  store: ObjectStore;
+  clients: Clients;
+}
+
+/** A job runnable once from the admin CLI (`jobs run <name>`) and on the module's own schedule. */
+export type Job = (args: Record<string, unknown>) => Promise<Record<string, unknown>>;
+
+export interface ServiceInstance {
+  routes(router: ConnectRouter): void;
+  jobs?: Record<string, Job>;
+  start?(): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+export interface ServiceModule {
+  name: ServiceName;
+  /** PostgreSQL schema the service owns. */
+  schema: string;
+  migrations: ReadonlyArray<readonly [string, import("./db.js").Migration]>;
+  /** PostgreSQL extensions the schema needs (created in `public`). */
+  extensions?: string[];
+  init(ctx: ServiceContext): Promise<ServiceInstance>;
+}
+
+export type TransportFor = (owner: ServiceName) => Transport;

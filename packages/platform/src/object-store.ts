@@ -1,0 +1,308 @@
+/**
+ * The object store: the S3 API when S3_ENDPOINT is set, a folder under DATA_DIR otherwise.
+ * Keys are the path part of a store key (`store://<user_id>/<collection_id>/<ts>_<name>` is
+ * stored as `<user_id>/<collection_id>/<ts>_<name>`). Writes are all-or-nothing: a failed or
+ * short write leaves no object behind.
+ */
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, readFile, rename, rm, stat, writeFile, open } from "node:fs/promises";
+import { dirname, join, resolve, sep } from "node:path";
+import { randomUUID, createHash } from "node:crypto";
+import { PassThrough, Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { S3Config } from "./config.js";
+
+export interface ObjectInfo {
+  contentType: string;
+  size: number;
+  etag: string;
+}
+
+export interface PutOptions {
+  contentType: string;
+  /** When given, a body of any other length is refused and nothing is stored. */
+  contentLength?: number;
+  /** Upper bound enforced while streaming. */
+  maxBytes?: number;
+}
+
+export interface ObjectStore {
+  readonly kind: "fs" | "s3";
+  put(key: string, body: Buffer | Readable, opts: PutOptions): Promise<ObjectInfo & { sha256: string }>;
+  /** Reads an object, optionally a byte range [start, end] inclusive. */
+  get(key: string, range?: { start: number; end: number }): Promise<{ body: Readable; info: ObjectInfo } | undefined>;
+  head(key: string): Promise<ObjectInfo | undefined>;
+  delete(keys: string[]): Promise<void>;
+  /**
+   * A presigned PUT URL for the S3 store; undefined on the filesystem store. Without a
+   * contentLength the signature does not bind the length (S3 then accepts any).
+   */
+  presignPut(key: string, opts: { contentType: string; contentLength?: number; expiresInSeconds: number }): Promise<string | undefined>;
+  close(): void;
+}
+
+export class ObjectTooLargeError extends Error {
+  override name = "ObjectTooLargeError";
+}
+export class ObjectLengthMismatchError extends Error {
+  override name = "ObjectLengthMismatchError";
+}
+
+export const STORE_PREFIX = "store://";
+
+/**
+ * A filename safe inside a store key: the last path segment, percent-decoded, accents folded,
+ * anything but letters, digits, dot, dash and underscore turned into "_", no leading dots.
+ */
+export function safeFilename(name: string | undefined, fallback: string): string {
+  const base = (name ?? "").split("/").pop() ?? "";
+  let decoded = base;
+  try { decoded = decodeURIComponent(base); } catch { /* keep it encoded */ }
+  const clean = decoded.normalize("NFKD").replace(/\p{M}/gu, "").replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^[._]+/, "").slice(0, 120);
+  return clean || fallback;
+}
+
+let lastStamp = 0;
+
+/**
+ * A new store key of the contract's form `store://<user_id>/<collection_id>/<timestamp>_<filename>`.
+ * The timestamp is in microseconds and strictly increases within the process, so two objects of
+ * one name stored in the same millisecond never share a key.
+ */
+export function freshStoreKey(userId: string, collectionId: number, filename: string | undefined, fallback: string): string {
+  lastStamp = Math.max(Date.now() * 1000, lastStamp + 1);
+  return `${STORE_PREFIX}${userId}/${collectionId}/${lastStamp}_${safeFilename(filename, fallback)}`;
+}
+
+export function isStoreKey(value: string): boolean {
+  return value.startsWith(STORE_PREFIX);
+}
+
+/** `store://a/b/c` -> `a/b/c`, refusing anything that could escape the key space. */
+export function objectKeyOf(storeKey: string): string {
+  const key = storeKey.startsWith(STORE_PREFIX) ? storeKey.slice(STORE_PREFIX.length) : storeKey;
+  // Segments starting with "." are refused: the filesystem store keeps metadata and temporary
+  // files under dot-folders that keys must not reach.
+  if (!key || key.startsWith("/") || key.split("/").some((p) => p === "" || p.startsWith(".")) || key.includes("\\") || key.includes("\0")) {
+    throw new Error(`invalid object key "${storeKey}"`);
+  }
+  return key;
+}
+
+/** Counts, hashes and bounds a stream on its way to the store. */
+function meter(opts: PutOptions): Transform & { bytes: number; sha256: () => string } {
+  const hash = createHash("sha256");
+  let bytes = 0;
+  const t = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      bytes += chunk.length;
+      const limit = opts.contentLength ?? opts.maxBytes;
+      if (limit !== undefined && bytes > limit) {
+        cb(opts.contentLength !== undefined ? new ObjectLengthMismatchError(`body is longer than the declared ${opts.contentLength} bytes`) : new ObjectTooLargeError(`body exceeds ${opts.maxBytes} bytes`));
+        return;
+      }
+      hash.update(chunk);
+      cb(null, chunk);
+    },
+    flush(cb) {
+      if (opts.contentLength !== undefined && bytes !== opts.contentLength) {
+        cb(new ObjectLengthMismatchError(`body has ${bytes} bytes, declared ${opts.contentLength}`));
+        return;
+      }
+      cb();
+    },
+  }) as Transform & { bytes: number; sha256: () => string };
+  Object.defineProperty(t, "bytes", { get: () => bytes });
+  let digest: string | undefined;
+  t.sha256 = () => (digest ??= hash.digest("hex"));
+  return t;
+}
+
+function toStream(body: Buffer | Readable): Readable {
+  return Buffer.isBuffer(body) ? Readable.from([body]) : body;
+}
+
+export function createFsObjectStore(root: string): ObjectStore {
+  const base = resolve(root);
+  const metaBase = join(base, ".meta");
+  const tmpBase = join(base, ".tmp");
+  const pathOf = (key: string) => {
+    const p = resolve(base, objectKeyOf(key));
+    if (!p.startsWith(base + sep)) throw new Error(`invalid object key "${key}"`);
+    return p;
+  };
+  const metaOf = (key: string) => join(metaBase, `${objectKeyOf(key)}.json`);
+  // Folders already made by this process: most puts land in a folder that exists (one per
+  // user and collection), so mkdir is skipped. Nothing removes folders, so the set stays true.
+  const madeDirs = new Set<string>();
+  const ensureDir = async (dir: string) => {
+    if (madeDirs.has(dir)) return;
+    await mkdir(dir, { recursive: true });
+    if (madeDirs.size > 100_000) madeDirs.clear();
+    madeDirs.add(dir);
+  };
+  async function info(key: string): Promise<ObjectInfo | undefined> {
+    try {
+      const [st, meta] = await Promise.all([stat(pathOf(key)), readFile(metaOf(key), "utf8")]);
+      const m = JSON.parse(meta) as { contentType: string; etag: string };
+      return { size: st.size, contentType: m.contentType, etag: m.etag };
+    } catch {
+      return undefined;
+    }
+  }
+  return {
+    kind: "fs",
+    async put(key, body, opts) {
+      const p = pathOf(key);
+      const metaFile = metaOf(key);
+      await Promise.all([ensureDir(dirname(p)), ensureDir(dirname(metaFile)), ensureDir(tmpBase)]);
+      const tmp = join(tmpBase, `${randomUUID()}.tmp`);
+      const m = meter(opts);
+      try {
+        await pipeline(toStream(body), m, createWriteStream(tmp));
+        const fh = await open(tmp, "r");
+        await fh.sync();
+        await fh.close();
+        const etag = m.sha256().slice(0, 32);
+        await writeFile(metaFile, JSON.stringify({ contentType: opts.contentType, etag }));
+        await rename(tmp, p);
+        return { contentType: opts.contentType, size: m.bytes, etag, sha256: m.sha256() };
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw err;
+      }
+    },
+    async get(key, range) {
+      const i = await info(key);
+      if (!i) return undefined;
+      const p = pathOf(key);
+      const body = createReadStream(p, range ? { start: range.start, end: range.end, highWaterMark: 256 * 1024 } : { highWaterMark: 256 * 1024 });
+      return { body, info: i };
+    },
+    async head(key) {
+      return info(key);
+    },
+    async delete(keys) {
+      for (const k of keys) {
+        await rm(pathOf(k), { force: true });
+        await rm(metaOf(k), { force: true });
+      }
+    },
+    async presignPut() {
+      return undefined;
+    },
+    close() {},
+  };
+}
+
+export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
+  const s3 = await import("@aws-sdk/client-s3");
+  const { getSignedUrl } = await import("@aws-sdk/s3-request-presigner");
+  const { Upload } = await import("@aws-sdk/lib-storage");
+  const common = {
+    region: cfg.region,
+    forcePathStyle: cfg.forcePathStyle,
+    credentials: { accessKeyId: cfg.accessKeyId, secretAccessKey: cfg.secretAccessKey },
+    // Plain bodies: without these the SDK frames streamed bodies as aws-chunked, which
+    // S3-compatible servers store verbatim (TOOLCHAIN.md).
+    requestChecksumCalculation: "WHEN_REQUIRED" as const,
+    responseChecksumValidation: "WHEN_REQUIRED" as const,
+  };
+  const client = new s3.S3Client({ ...common, endpoint: cfg.endpoint });
+  const presigner = new s3.S3Client({ ...common, endpoint: cfg.publicEndpoint });
+  try {
+    await client.send(new s3.HeadBucketCommand({ Bucket: cfg.bucket }));
+  } catch {
+    await client.send(new s3.CreateBucketCommand({ Bucket: cfg.bucket })).catch(async (err) => {
+      if (!/BucketAlready/.test(String((err as Error).name))) throw err;
+    });
+  }
+  const Bucket = cfg.bucket;
+  const toInfo = (o: { ContentType?: string; ContentLength?: number; ETag?: string }): ObjectInfo => ({
+    contentType: o.ContentType ?? "application/octet-stream",
+    size: o.ContentLength ?? 0,
+    etag: (o.ETag ?? "").replaceAll('"', ""),
+  });
+  return {
+    kind: "s3",
+    async put(key, body, opts) {
+      const Key = objectKeyOf(key);
+      if (Buffer.isBuffer(body)) {
+        // A buffer is checked whole before anything is sent.
+        if (opts.contentLength !== undefined && body.length !== opts.contentLength) throw new ObjectLengthMismatchError(`body has ${body.length} bytes, declared ${opts.contentLength}`);
+        if (opts.maxBytes !== undefined && body.length > opts.maxBytes) throw new ObjectTooLargeError(`body exceeds ${opts.maxBytes} bytes`);
+        const res = await client.send(new s3.PutObjectCommand({ Bucket, Key, Body: body, ContentType: opts.contentType, ContentLength: body.length }));
+        return { contentType: opts.contentType, size: body.length, etag: (res.ETag ?? "").replaceAll('"', ""), sha256: createHash("sha256").update(body).digest("hex") };
+      }
+      // A stream can fail half-way, and some S3-compatible servers keep what they received of an
+      // aborted PUT: stream into a temporary key and copy it into place only once it verified.
+      const TmpKey = `.tmp/${randomUUID()}`;
+      const m = meter(opts);
+      const pass = new PassThrough({ highWaterMark: 1024 * 1024 });
+      const abort = new AbortController();
+      // The body's and the meter's errors end the pipeline and abort the S3 request.
+      const piped = pipeline(body, m, pass).catch((err) => { abort.abort(err); throw err; });
+      const send = opts.contentLength !== undefined
+        ? client.send(new s3.PutObjectCommand({ Bucket, Key: TmpKey, Body: pass, ContentType: opts.contentType, ContentLength: opts.contentLength }), { abortSignal: abort.signal })
+        : new Upload({ client, params: { Bucket, Key: TmpKey, Body: pass, ContentType: opts.contentType }, abortController: abort }).done();
+      const [pipeResult, sendResult] = await Promise.allSettled([piped, send]);
+      if (pipeResult.status === "rejected" || sendResult.status === "rejected") {
+        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey })).catch(() => {});
+        throw pipeResult.status === "rejected" ? pipeResult.reason : (sendResult as PromiseRejectedResult).reason;
+      }
+      try {
+        const copied = await client.send(new s3.CopyObjectCommand({
+          Bucket, Key, CopySource: `${Bucket}/${TmpKey}`, ContentType: opts.contentType, MetadataDirective: "REPLACE",
+        }));
+        const etag = (copied.CopyObjectResult?.ETag ?? "").replaceAll('"', "");
+        return { contentType: opts.contentType, size: m.bytes, etag, sha256: m.sha256() };
+      } finally {
+        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey })).catch(() => {});
+      }
+    },
+    async get(key, range) {
+      try {
+        const res = await client.send(new s3.GetObjectCommand({
+          Bucket, Key: objectKeyOf(key), Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+        }));
+        const info = toInfo(res);
+        if (range) {
+          const total = /\/(\d+)$/.exec(res.ContentRange ?? "")?.[1];
+          if (total) info.size = Number(total);
+        }
+        return { body: res.Body as Readable, info };
+      } catch (err) {
+        if ((err as Error).name === "NoSuchKey" || (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return undefined;
+        throw err;
+      }
+    },
+    async head(key) {
+      try {
+        return toInfo(await client.send(new s3.HeadObjectCommand({ Bucket, Key: objectKeyOf(key) })));
+      } catch (err) {
+        if ((err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404 || (err as Error).name === "NotFound") return undefined;
+        throw err;
+      }
+    },
+    async delete(keys) {
+      for (let i = 0; i < keys.length; i += 1000) {
+        const batch = keys.slice(i, i + 1000).map((k) => ({ Key: objectKeyOf(k) }));
+        if (batch.length === 1) await client.send(new s3.DeleteObjectCommand({ Bucket, Key: batch[0]!.Key }));
+        else if (batch.length) await client.send(new s3.DeleteObjectsCommand({ Bucket, Delete: { Objects: batch } }));
+      }
+    },
+    async presignPut(key, opts) {
+      return getSignedUrl(presigner, new s3.PutObjectCommand({
+        Bucket, Key: objectKeyOf(key), ContentType: opts.contentType, ContentLength: opts.contentLength,
+      }), { expiresIn: opts.expiresInSeconds });
+    },
+    close() {
+      client.destroy();
+      presigner.destroy();
+    },
+  };
+}
+
+export async function createObjectStore(cfg: { s3?: S3Config; dataDir: string }): Promise<ObjectStore> {
+  return cfg.s3 ? createS3ObjectStore(cfg.s3) : createFsObjectStore(join(cfg.dataDir, "objects"));
+}

@@ -1,0 +1,313 @@
+/**
+ * The event bus: outbox rows written in the caller's transaction, relayed after commit to the
+ * in-process transport (always) and to NATS JetStream (when NATS_URL is set).
+ */
+import test, { type ExecutionContext } from "ava";
+import { randomBytes, randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Knex } from "knex";
+import { freshDatabase } from "../../../test/helpers/system.ts";
+import { createDb, migrate } from "../src/db.ts";
+import { createLogger } from "../src/logger.ts";
+import {
+  createLocalTransport,
+  createNatsTransport,
+  createOutboxRelay,
+  enqueueEvent,
+  serviceMigrations,
+  type BusEvent,
+  type BusTransport,
+  type OutboxRelay,
+} from "../src/bus.ts";
+
+const log = createLogger("silent");
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+let database: { url: string; drop(): Promise<void> };
+const knexes: Knex[] = [];
+
+test.before(async () => { database = await freshDatabase(adminUrl); });
+test.after.always(async () => {
+  for (const k of knexes) await k.destroy().catch(() => {});
+  await database?.drop();
+});
+
+/** A schema of its own (with the outbox) for one test. */
+async function freshSchema(): Promise<Knex> {
+  const schema = `bus_${randomBytes(4).toString("hex")}`;
+  const db = createDb(database.url, schema, 5);
+  knexes.push(db);
+  await migrate(db, schema, serviceMigrations([]));
+  return db;
+}
+
+async function outboxCount(db: Knex): Promise<number> {
+  const row = await db("outbox").count<{ count: number }[]>("* as count").first();
+  return Number(row!.count);
+}
+
+/** Resolves once `pred` holds; polls (the ava timeout bounds the wait). */
+async function until(pred: () => boolean | Promise<boolean>): Promise<void> {
+  while (!(await pred())) await sleep(20);
+}
+
+interface Harness { db: Knex; transport: BusTransport; relay: OutboxRelay }
+async function localHarness(t: ExecutionContext, relayOpts: { pollMs?: number } = {}): Promise<Harness> {
+  const db = await freshSchema();
+  const transport = createLocalTransport(log);
+  const relay = createOutboxRelay(db, transport, log, relayOpts);
+  t.teardown(async () => { await relay.stop(); await transport.close(); });
+  return { db, transport, relay };
+}
+
+test("an event enqueued in a committed transaction reaches every subscriber", async (t) => {
+  const { db, transport, relay } = await localHarness(t);
+  const a: BusEvent[] = [];
+  const b: BusEvent[] = [];
+  await transport.subscribe("sub-a", "thing.created", async (e) => { a.push(e); });
+  await transport.subscribe("sub-b", "thing.created", async (e) => { b.push(e); });
+  const other: BusEvent[] = [];
+  await transport.subscribe("sub-c", "thing.deleted", async (e) => { other.push(e); });
+
+  let id = "";
+  await db.transaction(async (trx) => {
+    id = await enqueueEvent(trx, "thing.created", { thing_id: 7, name: "seven", tags: ["x"] });
+  });
+  t.is(await outboxCount(db), 1);
+  t.is(a.length, 0, "nothing is published before the relay runs");
+
+  await relay.drain();
+  t.is(a.length, 1);
+  t.is(b.length, 1);
+  t.is(other.length, 0);
+  t.is(a[0]!.id, id);
+  t.is(a[0]!.type, "thing.created");
+  t.deepEqual(a[0]!.payload, { thing_id: 7, name: "seven", tags: ["x"] });
+  t.false(Number.isNaN(Date.parse(a[0]!.occurredAt)));
+  t.is(b[0]!.id, id);
+  t.is(await outboxCount(db), 0, "published rows are deleted");
+});
+
+test("an event enqueued in a transaction that rolls back is never delivered", async (t) => {
+  const { db, transport, relay } = await localHarness(t);
+  const seen: BusEvent[] = [];
+  await transport.subscribe("sub", "thing.created", async (e) => { seen.push(e); });
+
+  await t.throwsAsync(db.transaction(async (trx) => {
+    await enqueueEvent(trx, "thing.created", { rolled_back: true });
+    throw new Error("abort the transaction");
+  }), { message: "abort the transaction" });
+  t.is(await outboxCount(db), 0);
+
+  // A committed event after it proves the relay did run.
+  const marker = await db.transaction((trx) => enqueueEvent(trx, "thing.created", { marker: true }));
+  await relay.drain();
+  t.deepEqual(seen.map((e) => e.id), [marker]);
+  t.deepEqual(seen.map((e) => e.payload), [{ marker: true }]);
+});
+
+test("a handler that throws gets the event again (at least once); the row goes after success", async (t) => {
+  const { db, transport, relay } = await localHarness(t);
+  const calls: BusEvent[] = [];
+  const attemptsSeen: number[] = [];
+  await transport.subscribe("flaky", "thing.created", async (e) => {
+    calls.push(e);
+    const row = await db("outbox").where({ id: e.id }).first();
+    attemptsSeen.push(row?.attempts);
+    if (calls.length === 1) throw new Error("transient failure");
+  });
+  const id = await db.transaction((trx) => enqueueEvent(trx, "thing.created", { n: 1 }));
+  await relay.drain();
+  t.is(calls.length, 2);
+  t.deepEqual(calls.map((e) => e.id), [id, id]);
+  t.deepEqual(calls[1]!.payload, { n: 1 });
+  t.deepEqual(attemptsSeen, [0, 1], "the failed attempt was recorded on the row");
+  t.is(await outboxCount(db), 0);
+});
+
+test("events of one outbox are published in commit order", async (t) => {
+  const { db, transport, relay } = await localHarness(t);
+  const seen: number[] = [];
+  await transport.subscribe("sub", "n", async (e) => { seen.push(e.payload.n as number); });
+  await db.transaction(async (trx) => {
+    for (let n = 1; n <= 5; n++) await enqueueEvent(trx, "n", { n });
+  });
+  await db.transaction((trx) => enqueueEvent(trx, "n", { n: 6 }));
+  await relay.drain();
+  t.deepEqual(seen, [1, 2, 3, 4, 5, 6]);
+});
+
+test("a started relay publishes when notified", async (t) => {
+  // A poll interval far beyond the test timeout: only notify() can wake the relay.
+  const { db, transport, relay } = await localHarness(t, { pollMs: 3_600_000 });
+  t.timeout(30_000);
+  const seen: BusEvent[] = [];
+  await transport.subscribe("sub", "thing.created", async (e) => { seen.push(e); });
+  // A first event proves the relay ran its first pass and went to sleep afterwards.
+  const first = await db.transaction((trx) => enqueueEvent(trx, "thing.created", { first: true }));
+  relay.start();
+  await until(() => seen.length === 1);
+  await until(async () => (await outboxCount(db)) === 0);
+  const id = await db.transaction((trx) => enqueueEvent(trx, "thing.created", { woke: true }));
+  relay.notify();
+  await until(() => seen.length === 2);
+  t.deepEqual(seen.map((e) => e.id), [first, id]);
+  await until(async () => (await outboxCount(db)) === 0);
+  await relay.stop();
+});
+
+test("a started relay also finds events on its timer (no notify)", async (t) => {
+  const { db, transport, relay } = await localHarness(t, { pollMs: 50 });
+  t.timeout(30_000);
+  const seen: BusEvent[] = [];
+  await transport.subscribe("sub", "thing.created", async (e) => { seen.push(e); });
+  relay.start();
+  const id = await db.transaction((trx) => enqueueEvent(trx, "thing.created", { timer: true }));
+  await until(() => seen.length > 0);
+  t.deepEqual(seen.map((e) => e.id), [id]);
+});
+
+test("local transport refuses a duplicate subscription name on one type", async (t) => {
+  const transport = createLocalTransport(log);
+  await transport.subscribe("dup", "x", async () => {});
+  await t.throwsAsync(transport.subscribe("dup", "x", async () => {}), { message: /duplicate subscription/ });
+  await t.notThrowsAsync(transport.subscribe("dup", "y", async () => {}));
+  await transport.close();
+});
+
+test("local broadcast reaches onBroadcast handlers of that type only", async (t) => {
+  const transport = createLocalTransport(log);
+  const got: Array<Record<string, unknown>> = [];
+  const other: Array<Record<string, unknown>> = [];
+  await transport.onBroadcast("auth.token.revoked", (p) => { got.push(p); });
+  await transport.onBroadcast("auth.token.revoked", (p) => { got.push({ second: p.token_hash }); });
+  await transport.onBroadcast("something.else", (p) => { other.push(p); });
+  transport.broadcast("auth.token.revoked", { token_hash: "abc" });
+  t.deepEqual(got, [{ token_hash: "abc" }, { second: "abc" }]);
+  t.deepEqual(other, []);
+  await transport.close();
+  transport.broadcast("auth.token.revoked", { token_hash: "after-close" });
+  t.is(got.length, 2, "close() drops the handlers");
+});
+
+// ---- NATS JetStream ---------------------------------------------------------------------
+const natsTest = process.env.NATS_URL ? test.serial : test.skip;
+
+async function natsSetup(t: ExecutionContext) {
+  const id = randomBytes(4).toString("hex");
+  const stream = `CMS_BUSTEST_${id}`;
+  const subjectPrefix = `cmsbustest.${id}`;
+  const transports: BusTransport[] = [];
+  const open = async () => {
+    const tr = await createNatsTransport({ url: process.env.NATS_URL!, stream, subjectPrefix, log });
+    transports.push(tr);
+    return tr;
+  };
+  const { connect } = await import("@nats-io/transport-node");
+  const { jetstreamManager } = await import("@nats-io/jetstream");
+  const nc = await connect({ servers: process.env.NATS_URL });
+  const jsm = await jetstreamManager(nc);
+  t.teardown(async () => {
+    for (const tr of transports) await tr.close().catch(() => {});
+    await jsm.streams.delete(stream).catch(() => {});
+    await nc.close();
+  });
+  return { stream, open, jsm };
+}
+
+natsTest("NATS: a committed event reaches a durable subscriber through the relay", async (t) => {
+  t.timeout(60_000);
+  const { stream, open, jsm } = await natsSetup(t);
+  const db = await freshSchema();
+  const transport = await open();
+  const relay = createOutboxRelay(db, transport, log);
+  t.teardown(() => relay.stop());
+  const seen: BusEvent[] = [];
+  await transport.subscribe("webhooks-collection-updated", "collection.updated", async (e) => { seen.push(e); });
+  t.truthy(await jsm.consumers.info(stream, "webhooks-collection-updated"), "a durable consumer exists");
+
+  await t.throwsAsync(db.transaction(async (trx) => {
+    await enqueueEvent(trx, "collection.updated", { rolled_back: true });
+    throw new Error("rollback");
+  }));
+  const id = await db.transaction((trx) => enqueueEvent(trx, "collection.updated", { collection_id: 12, change: "renamed" }));
+  await relay.drain();
+  t.is(await outboxCount(db), 0);
+  await until(() => seen.length >= 1);
+  t.is(seen[0]!.id, id);
+  t.is(seen[0]!.type, "collection.updated");
+  t.deepEqual(seen[0]!.payload, { collection_id: 12, change: "renamed" });
+  t.false(Number.isNaN(Date.parse(seen[0]!.occurredAt)));
+  const info = await jsm.streams.info(stream);
+  t.is(info.state.messages, 1, "the rolled-back event was never published");
+});
+
+natsTest("NATS: the same event id published twice is delivered once", async (t) => {
+  t.timeout(60_000);
+  const { stream, open, jsm } = await natsSetup(t);
+  const transport = await open();
+  const seen: BusEvent[] = [];
+  await transport.subscribe("dedup-sub", "thing.created", async (e) => { seen.push(e); });
+  const event: BusEvent = { id: randomUUID(), type: "thing.created", payload: { n: 1 }, occurredAt: new Date().toISOString(), headers: {} };
+  await transport.publish(event);
+  await transport.publish({ ...event, payload: { n: 1, resent: true } });
+  const marker: BusEvent = { id: randomUUID(), type: "thing.created", payload: { marker: true }, occurredAt: new Date().toISOString(), headers: {} };
+  await transport.publish(marker);
+  // One consumer delivers in stream order: once the marker is in, any duplicate would be too.
+  await until(() => seen.some((e) => e.id === marker.id));
+  t.deepEqual(seen.map((e) => e.id), [event.id, marker.id]);
+  t.deepEqual(seen[0]!.payload, { n: 1 });
+  t.is((await jsm.streams.info(stream)).state.messages, 2);
+});
+
+natsTest("NATS: a failing handler gets the event redelivered", async (t) => {
+  t.timeout(60_000);
+  const { open } = await natsSetup(t);
+  const transport = await open();
+  const calls: string[] = [];
+  await transport.subscribe("flaky-sub", "thing.created", async (e) => {
+    calls.push(e.id);
+    if (calls.length === 1) throw new Error("transient");
+  });
+  const event: BusEvent = { id: randomUUID(), type: "thing.created", payload: {}, occurredAt: new Date().toISOString(), headers: {} };
+  await transport.publish(event);
+  await until(() => calls.length >= 2);
+  t.deepEqual(calls.slice(0, 2), [event.id, event.id]);
+});
+
+natsTest("NATS: a durable subscription resumes where it left off after a restart", async (t) => {
+  t.timeout(60_000);
+  const { open } = await natsSetup(t);
+  const first = await open();
+  const mk = (n: number): BusEvent => ({ id: randomUUID(), type: "thing.created", payload: { n }, occurredAt: new Date().toISOString(), headers: {} });
+  // Published before anyone subscribed: the durable consumer still gets it.
+  const e1 = mk(1);
+  await first.publish(e1);
+  const seen1: number[] = [];
+  await first.subscribe("resume-sub", "thing.created", async (e) => { seen1.push(e.payload.n as number); });
+  await until(() => seen1.length >= 1);
+  t.deepEqual(seen1, [1]);
+  await sleep(200); // let the ack reach the server
+  await first.close();
+
+  const second = await open();
+  await second.publish(mk(2));
+  const seen2: number[] = [];
+  await second.subscribe("resume-sub", "thing.created", async (e) => { seen2.push(e.payload.n as number); });
+  await until(() => seen2.length >= 1);
+  await second.publish(mk(3));
+  await until(() => seen2.length >= 2);
+  t.deepEqual(seen2, [2, 3], "the acknowledged event is not delivered again");
+});
+
+natsTest("NATS: broadcast reaches onBroadcast handlers", async (t) => {
+  t.timeout(30_000);
+  const { open } = await natsSetup(t);
+  const a = await open();
+  const b = await open();
+  const got: Array<Record<string, unknown>> = [];
+  await b.onBroadcast("auth.token.revoked", (p) => { got.push(p); });
+  await sleep(100); // the subscription reaches the server
+  a.broadcast("auth.token.revoked", { token_hash: "h1" });
+  await until(() => got.length >= 1);
+  t.deepEqual(got, [{ token_hash: "h1" }]);
+});

@@ -1,0 +1,155 @@
+/** AppError statuses and bodies, and the AppError <-> ConnectError mapping between services. */
+import test from "ava";
+import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
+import { MetaService } from "@cms/contracts/gateway/v1/meta_pb";
+import { AppError, STATUS_OF, errors, fromConnectError, toConnectError, type ErrorCode } from "../src/errors.ts";
+
+test("each code carries its HTTP status", (t) => {
+  const expected: Partial<Record<ErrorCode, number>> = {
+    unauthorized: 401,
+    insufficient_scope: 403,
+    forbidden: 403,
+    not_found: 404,
+    invalid_request: 400,
+    duplicate_collection_name: 409,
+    idempotency_key_reused: 409,
+    restore_window_expired: 410,
+    payload_too_large: 413,
+    rate_limited: 429,
+    server_error: 500,
+    not_implemented: 501,
+    unavailable: 503,
+  };
+  for (const [code, status] of Object.entries(expected)) {
+    t.is(STATUS_OF[code as ErrorCode], status, code);
+    t.is(new AppError(code as ErrorCode, "x").status, status, code);
+  }
+  // Every code has a status in the 4xx/5xx range.
+  for (const [code, status] of Object.entries(STATUS_OF)) t.true(status >= 400 && status < 600, code);
+});
+
+test("an explicit status overrides the code's default", (t) => {
+  t.is(new AppError("conflict", "x", {}, 423).status, 423);
+});
+
+test("toBody is {error, detail, ...extra}", (t) => {
+  const e = new AppError("invalid_request", "Field \"name\" is required.", { field: "name", max: 3 });
+  t.deepEqual(e.toBody(), { error: "invalid_request", detail: "Field \"name\" is required.", field: "name", max: 3 });
+  t.deepEqual(new AppError("not_found", "gone").toBody(), { error: "not_found", detail: "gone" });
+  t.is(e.message, "invalid_request: Field \"name\" is required.");
+  t.true(e instanceof Error);
+});
+
+test("errors shorthands", (t) => {
+  t.deepEqual(errors.invalid("bad", "name").toBody(), { error: "invalid_request", detail: "bad", field: "name" });
+  t.deepEqual(errors.invalid("bad").toBody(), { error: "invalid_request", detail: "bad" });
+  t.is(errors.notFound("nope").status, 404);
+  t.is(errors.notImplemented("x.y").code, "not_implemented");
+  t.regex(errors.notImplemented("x.y").detail, /x\.y/);
+});
+
+const SAMPLES: AppError[] = [
+  new AppError("duplicate_collection_name", "A collection with that name exists.", { field: "name", existing_id: 42 }),
+  new AppError("rate_limited", "Slow down.", { retry_after_seconds: 12, limit: 60 }),
+  new AppError("insufficient_scope", "Needs more.", { need: ["media:write", "collections:write"], nested: { a: true, b: null } }),
+  new AppError("not_found", "No such collection."),
+  new AppError("conflict", "Locked.", { field: "x" }, 423),
+];
+
+test("AppError -> ConnectError -> AppError keeps code, status, detail and extra (in memory)", (t) => {
+  for (const e of SAMPLES) {
+    const ce = toConnectError(e);
+    t.true(ce instanceof ConnectError);
+    const back = fromConnectError(ce);
+    t.true(back instanceof AppError);
+    t.is(back.code, e.code);
+    t.is(back.status, e.status);
+    t.is(back.detail, e.detail);
+    t.deepEqual(back.extra, e.extra);
+    t.deepEqual(back.toBody(), e.toBody());
+  }
+});
+
+test("the ConnectError code follows the HTTP status", (t) => {
+  t.is(toConnectError(new AppError("not_found", "x")).code, Code.NotFound);
+  t.is(toConnectError(new AppError("invalid_request", "x")).code, Code.InvalidArgument);
+  t.is(toConnectError(new AppError("unauthorized", "x")).code, Code.Unauthenticated);
+  t.is(toConnectError(new AppError("rate_limited", "x")).code, Code.ResourceExhausted);
+  t.is(toConnectError(new AppError("not_implemented", "x")).code, Code.Unimplemented);
+  t.is(toConnectError(new AppError("server_error", "x")).code, Code.Internal);
+});
+
+test("the round trip survives a real Connect transport (serialized details)", async (t) => {
+  let current: AppError = SAMPLES[0]!;
+  const transport = createRouterTransport((router) => {
+    router.service(MetaService, {
+      ping() { throw toConnectError(current); },
+    });
+  });
+  const client = createClient(MetaService, transport);
+  for (const e of SAMPLES) {
+    current = e;
+    const err = await t.throwsAsync(client.ping({}));
+    const back = fromConnectError(err);
+    t.is(back.code, e.code);
+    t.is(back.status, e.status);
+    t.is(back.detail, e.detail);
+    t.deepEqual(back.extra, e.extra);
+  }
+});
+
+test("an unknown Error becomes server_error 500 without leaking its message", (t) => {
+  const secret = "password=hunter2 at db.internal:5432";
+  const ce = toConnectError(new Error(secret));
+  t.is(ce.code, Code.Internal);
+  t.false(ce.message.includes("hunter2"));
+  const back = fromConnectError(ce);
+  t.is(back.code, "server_error");
+  t.is(back.status, 500);
+  t.false(back.detail.includes("hunter2"));
+  t.false(JSON.stringify(back.toBody()).includes("hunter2"));
+  // A plain Error handed straight to fromConnectError is also opaque.
+  const direct = fromConnectError(new Error(secret));
+  t.is(direct.code, "server_error");
+  t.is(direct.status, 500);
+  t.false(JSON.stringify(direct.toBody()).includes("hunter2"));
+});
+
+test("a thrown non-AppError crossing a real transport is opaque", async (t) => {
+  const transport = createRouterTransport((router) => {
+    router.service(MetaService, { ping() { throw toConnectError(new TypeError("cannot read secret_field of undefined")); } });
+  });
+  const err = await t.throwsAsync(createClient(MetaService, transport).ping({}));
+  const back = fromConnectError(err);
+  t.is(back.code, "server_error");
+  t.is(back.status, 500);
+  t.false(JSON.stringify(back.toBody()).includes("secret_field"));
+});
+
+test("a ConnectError with Code.Unimplemented and no detail becomes not_implemented 501", async (t) => {
+  const back = fromConnectError(new ConnectError("method not found", Code.Unimplemented));
+  t.is(back.code, "not_implemented");
+  t.is(back.status, 501);
+  // Same through a transport whose router does not implement the method.
+  const transport = createRouterTransport((router) => { router.service(MetaService, {}); });
+  const err = await t.throwsAsync(createClient(MetaService, transport).ping({}));
+  const viaWire = fromConnectError(err);
+  t.is(viaWire.code, "not_implemented");
+  t.is(viaWire.status, 501);
+});
+
+test("detail-less ConnectErrors map by code", (t) => {
+  const inv = fromConnectError(new ConnectError("name too long", Code.InvalidArgument));
+  t.is(inv.code, "invalid_request");
+  t.is(inv.status, 400);
+  t.is(inv.detail, "name too long");
+  t.is(fromConnectError(new ConnectError("down", Code.Unavailable)).status, 503);
+  t.is(fromConnectError(new ConnectError("slow", Code.DeadlineExceeded)).code, "unavailable");
+});
+
+test("fromConnectError returns an AppError unchanged and toConnectError a ConnectError unchanged", (t) => {
+  const e = new AppError("forbidden", "no");
+  t.is(fromConnectError(e), e);
+  const ce = new ConnectError("x", Code.Aborted);
+  t.is(toConnectError(ce), ce);
+});

@@ -1,0 +1,408 @@
+/**
+ * The object store contract, run against the filesystem store always and against the S3 store
+ * when S3_ENDPOINT is set (test/with-backends.ts starts s3rver). Plus the pure key helpers.
+ */
+import test, { type ExecutionContext } from "ava";
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { Readable } from "node:stream";
+import {
+  ObjectLengthMismatchError,
+  ObjectTooLargeError,
+  createFsObjectStore,
+  createS3ObjectStore,
+  isStoreKey,
+  objectKeyOf,
+  type ObjectStore,
+  type PutOptions,
+} from "../src/object-store.ts";
+import { loadConfig } from "../src/config.ts";
+
+async function readAll(body: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of body) chunks.push(Buffer.from(c));
+  return Buffer.concat(chunks);
+}
+
+const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+/** A stream that yields the buffer in small pieces (several transform calls). */
+function chunked(buf: Buffer, size = 7): Readable {
+  const parts: Buffer[] = [];
+  for (let i = 0; i < buf.length; i += size) parts.push(buf.subarray(i, i + size));
+  return Readable.from(parts);
+}
+
+type PutOutcome = { outcome: "resolved" | "rejected" | "uncaught" | "hang"; name?: string; message?: string };
+/** How a put that is expected to fail is made: its body length, stream shape and options. */
+interface PutSpec { len: number; chunk?: number; failAfter?: number; opts: PutOptions }
+
+function bodyOf(s: PutSpec): Buffer | Readable {
+  const data = randomBytes(s.len);
+  if (s.failAfter !== undefined) {
+    let sent = false;
+    return new Readable({
+      read() {
+        if (!sent) { sent = true; this.push(data.subarray(0, s.failAfter)); return; }
+        this.destroy(new Error("client connection reset"));
+      },
+    });
+  }
+  return s.chunk === undefined ? data : chunked(data, s.chunk);
+}
+
+interface Backend {
+  store: ObjectStore;
+  /** Every stored object (or leftover file) whose key starts with prefix. */
+  list(prefix: string): Promise<string[]>;
+  /** A put expected to fail, made so that a crash or hang is reported rather than fatal. */
+  attemptPut(key: string, spec: PutSpec): Promise<PutOutcome>;
+  cleanup(): Promise<void>;
+}
+
+/**
+ * The shared contract. `knownBroken` names tests that fail on this implementation because of a
+ * known source bug: they run as test.failing, so fixing the bug turns them red as a reminder.
+ */
+function registerSuite(kind: string, make: () => Promise<Backend>, enabled: boolean, knownBroken: string[] = []): void {
+  const reg = (id: string, title: string, fn: (t: ExecutionContext) => Promise<void>) => {
+    const full = `[${kind}] ${title}`;
+    if (!enabled) test.skip(full, fn);
+    else if (knownBroken.includes(id)) test.serial.failing(`${full} (known bug)`, fn);
+    else test.serial(full, fn);
+  };
+  let b: Backend;
+  const prefix = () => `${randomUUID()}/`;
+
+  if (enabled) {
+    test.before(async () => { b = await make(); });
+    test.after.always(async () => { await b?.cleanup(); });
+  }
+
+  reg("roundtrip", "put/get/head/delete round trip with content type and size", async (t) => {
+    const p = prefix();
+    const key = `${p}c1/1700000000_photo.png`;
+    const data = randomBytes(1500);
+    const put = await b.store.put(key, data, { contentType: "image/png" });
+    t.is(put.size, data.length);
+    t.is(put.contentType, "image/png");
+    t.is(put.sha256, sha256(data));
+    t.truthy(put.etag);
+
+    const head = await b.store.head(key);
+    t.truthy(head);
+    t.is(head!.size, data.length);
+    t.is(head!.contentType, "image/png");
+    t.is(head!.etag, put.etag);
+
+    const got = await b.store.get(key);
+    t.truthy(got);
+    t.is(got!.info.size, data.length);
+    t.is(got!.info.contentType, "image/png");
+    t.deepEqual(await readAll(got!.body), data);
+
+    // The store:// form of the key names the same object.
+    const viaStoreKey = await b.store.head(`store://${key}`);
+    t.is(viaStoreKey?.size, data.length);
+
+    await b.store.delete([key]);
+    t.is(await b.store.head(key), undefined);
+    t.is(await b.store.get(key), undefined);
+    t.deepEqual(await b.list(p), []);
+  });
+
+  reg("stream", "put from a stream, with and without a matching contentLength", async (t) => {
+    const p = prefix();
+    const data = randomBytes(100);
+    const put = await b.store.put(`${p}a.bin`, chunked(data), { contentType: "application/octet-stream", contentLength: data.length });
+    t.is(put.size, 100);
+    t.is(put.sha256, sha256(data));
+    t.deepEqual(await readAll((await b.store.get(`${p}a.bin`))!.body), data);
+    const put2 = await b.store.put(`${p}b.bin`, chunked(data), { contentType: "application/octet-stream", maxBytes: 1000 });
+    t.is(put2.size, 100);
+    t.deepEqual(await readAll((await b.store.get(`${p}b.bin`))!.body), data);
+    await b.store.delete([`${p}a.bin`, `${p}b.bin`]);
+  });
+
+  reg("overwrite", "put overwrites an existing object", async (t) => {
+    const key = `${prefix()}over.txt`;
+    await b.store.put(key, Buffer.from("first version"), { contentType: "text/plain" });
+    await b.store.put(key, Buffer.from("2nd"), { contentType: "text/markdown" });
+    const got = await b.store.get(key);
+    t.is((await readAll(got!.body)).toString(), "2nd");
+    t.is(got!.info.contentType, "text/markdown");
+    t.is(got!.info.size, 3);
+    await b.store.delete([key]);
+  });
+
+  reg("range", "range get returns the inclusive byte range", async (t) => {
+    const key = `${prefix()}range.txt`;
+    const data = Buffer.from("0123456789abcdef");
+    await b.store.put(key, data, { contentType: "text/plain" });
+    const mid = await b.store.get(key, { start: 2, end: 5 });
+    t.is((await readAll(mid!.body)).toString(), "2345");
+    t.is(mid!.info.size, data.length, "size is the whole object's");
+    const tail = await b.store.get(key, { start: 10, end: 15 });
+    t.is((await readAll(tail!.body)).toString(), "abcdef");
+    // (bytes=0-0 is not checked here: s3rver answers it with the whole object.)
+    const head2 = await b.store.get(key, { start: 0, end: 1 });
+    t.is((await readAll(head2!.body)).toString(), "01");
+    await b.store.delete([key]);
+  });
+
+  reg("missing", "missing objects: get/head undefined, delete is a no-op", async (t) => {
+    const key = `${prefix()}missing.bin`;
+    t.is(await b.store.head(key), undefined);
+    t.is(await b.store.get(key), undefined);
+    await t.notThrowsAsync(b.store.delete([key]));
+  });
+
+  reg("delete-many", "delete removes several keys at once", async (t) => {
+    const p = prefix();
+    const keys = [`${p}a`, `${p}b`, `${p}sub/c`];
+    for (const k of keys) await b.store.put(k, Buffer.from(k), { contentType: "text/plain" });
+    t.is((await b.list(p)).length >= 3, true);
+    await b.store.delete(keys);
+    for (const k of keys) t.is(await b.store.head(k), undefined);
+    t.deepEqual(await b.list(p), []);
+  });
+
+  const mismatch: Array<[id: string, title: string, spec: PutSpec]> = [
+    ["short-buffer", "a shorter body than contentLength (buffer)", { len: 10, opts: { contentType: "application/octet-stream", contentLength: 20 } }],
+    ["short-stream", "a shorter body than contentLength (stream)", { len: 10, chunk: 4, opts: { contentType: "application/octet-stream", contentLength: 20 } }],
+    ["long-buffer", "a longer body than contentLength (buffer)", { len: 30, opts: { contentType: "application/octet-stream", contentLength: 20 } }],
+    ["long-stream", "a longer body than contentLength (stream)", { len: 30, chunk: 4, opts: { contentType: "application/octet-stream", contentLength: 20 } }],
+  ];
+  for (const [id, title, spec] of mismatch) {
+    reg(id, `${title} rejects with ObjectLengthMismatchError and stores nothing`, async (t) => {
+      const p = prefix();
+      const key = `${p}mismatch.bin`;
+      const res = await b.attemptPut(key, spec);
+      t.like(res, { outcome: "rejected", name: "ObjectLengthMismatchError" });
+      t.is(await b.store.head(key), undefined);
+      t.is(await b.store.get(key), undefined);
+      t.deepEqual(await b.list(p), []);
+    });
+  }
+
+  reg("too-large", "maxBytes exceeded rejects with ObjectTooLargeError and stores nothing", async (t) => {
+    const p = prefix();
+    const key = `${p}big.bin`;
+    t.like(await b.attemptPut(key, { len: 64, chunk: 8, opts: { contentType: "application/octet-stream", maxBytes: 40 } }), { outcome: "rejected", name: "ObjectTooLargeError" });
+    t.like(await b.attemptPut(key, { len: 41, opts: { contentType: "application/octet-stream", maxBytes: 40 } }), { outcome: "rejected", name: "ObjectTooLargeError" });
+    t.is(await b.store.head(key), undefined);
+    t.deepEqual(await b.list(p), []);
+    // Exactly maxBytes is fine.
+    const ok = await b.store.put(key, randomBytes(40), { contentType: "application/octet-stream", maxBytes: 40 });
+    t.is(ok.size, 40);
+    await b.store.delete([key]);
+  });
+
+  reg("body-error", "a body stream that fails makes put reject and stores nothing", async (t) => {
+    const p = prefix();
+    for (const opts of [{ contentType: "text/plain", contentLength: 20 }, { contentType: "text/plain" }]) {
+      const res = await b.attemptPut(`${p}broken.txt`, { len: 20, failAfter: 5, opts });
+      t.is(res.outcome, "rejected", JSON.stringify({ opts, res }));
+    }
+    t.is(await b.store.head(`${p}broken.txt`), undefined);
+    t.deepEqual(await b.list(p), []);
+  });
+
+  reg("overwrite-too-large", "a too-large overwrite keeps the previous object", async (t) => {
+    const key = `${prefix()}keep.txt`;
+    await b.store.put(key, Buffer.from("original"), { contentType: "text/plain" });
+    t.like(await b.attemptPut(key, { len: 50, opts: { contentType: "text/html", maxBytes: 10 } }), { outcome: "rejected", name: "ObjectTooLargeError" });
+    const got = await b.store.get(key);
+    t.is((await readAll(got!.body)).toString(), "original");
+    t.is(got!.info.contentType, "text/plain");
+    await b.store.delete([key]);
+  });
+
+  reg("overwrite-mismatch", "a length-mismatched overwrite keeps the previous object", async (t) => {
+    const key = `${prefix()}keep.txt`;
+    await b.store.put(key, Buffer.from("original"), { contentType: "text/plain" });
+    t.like(await b.attemptPut(key, { len: 5, opts: { contentType: "text/html", contentLength: 50 } }), { outcome: "rejected", name: "ObjectLengthMismatchError" });
+    const got = await b.store.get(key);
+    t.truthy(got, "the previous object is still there");
+    t.is((await readAll(got!.body)).toString(), "original");
+    await b.store.delete([key]);
+  });
+
+  reg("meta-collision", "an object whose key ends in .meta.json does not disturb another object", async (t) => {
+    const p = prefix();
+    await b.store.put(`${p}a`, Buffer.from("payload"), { contentType: "image/gif" });
+    await b.store.put(`${p}a.meta.json`, Buffer.from("not metadata"), { contentType: "text/plain" });
+    const head = await b.store.head(`${p}a`);
+    t.is(head?.contentType, "image/gif");
+    t.is(head?.size, 7);
+    const other = await b.store.get(`${p}a.meta.json`);
+    t.is(other && (await readAll(other.body)).toString(), "not metadata");
+    await b.store.delete([`${p}a`, `${p}a.meta.json`]);
+  });
+
+  reg("escape", "keys that escape the key space are refused", async (t) => {
+    for (const key of ["../escape.txt", "/abs/file", "a//b", "store://../x", ""]) {
+      await t.throwsAsync(b.store.put(key, Buffer.from("x"), { contentType: "text/plain" }), undefined, JSON.stringify(key));
+    }
+  });
+}
+
+// ---- filesystem ----------------------------------------------------------------------------
+function walk(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...walk(p));
+    else out.push(p);
+  }
+  return out;
+}
+
+registerSuite("fs", async () => {
+  const root = mkdtempSync(join(tmpdir(), "cms-objstore-"));
+  const store = createFsObjectStore(root);
+  return {
+    store,
+    async list(prefix) { return walk(join(root, prefix)); },
+    async attemptPut(key, spec) {
+      try {
+        await store.put(key, bodyOf(spec), spec.opts);
+        return { outcome: "resolved" };
+      } catch (err) {
+        return { outcome: "rejected", name: (err as Error).name, message: (err as Error).message };
+      }
+    },
+    async cleanup() { store.close(); rmSync(root, { recursive: true, force: true }); },
+  };
+}, true);
+
+test("[fs] nothing is written outside the root for an escaping key", async (t) => {
+  const parent = mkdtempSync(join(tmpdir(), "cms-objstore-parent-"));
+  chmodSync(parent, 0o700);
+  try {
+    const root = join(parent, "root");
+    const store = createFsObjectStore(root);
+    await t.throwsAsync(store.put("../outside.txt", Buffer.from("x"), { contentType: "text/plain" }));
+    t.false(existsSync(join(parent, "outside.txt")));
+    t.false(existsSync(join(parent, "outside.txt.meta.json")));
+    t.is(await store.presignPut("a/b", { contentType: "text/plain", contentLength: 1, expiresInSeconds: 60 }), undefined);
+    t.is(store.kind, "fs");
+  } finally {
+    rmSync(parent, { recursive: true, force: true });
+  }
+});
+
+// ---- S3 ------------------------------------------------------------------------------------
+const S3_ON = Boolean(process.env.S3_ENDPOINT);
+const bucket = `cms-objstore-${randomBytes(5).toString("hex")}`;
+const s3Config = () => loadConfig({ ...process.env, S3_BUCKET: bucket }, []).s3!;
+
+async function s3Admin() {
+  const s3 = await import("@aws-sdk/client-s3");
+  const cfg = s3Config();
+  const client = new s3.S3Client({
+    endpoint: cfg.endpoint,
+    region: cfg.region,
+    forcePathStyle: cfg.forcePathStyle,
+    credentials: { accessKeyId: cfg.accessKeyId, secretAccessKey: cfg.secretAccessKey },
+  });
+  return {
+    async list(prefix: string): Promise<string[]> {
+      const res = await client.send(new s3.ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+      return (res.Contents ?? []).map((o) => o.Key!);
+    },
+    async dropBucket(): Promise<void> {
+      for (;;) {
+        const res = await client.send(new s3.ListObjectsV2Command({ Bucket: bucket }));
+        const keys = (res.Contents ?? []).map((o) => o.Key!);
+        if (!keys.length) break;
+        for (const Key of keys) await client.send(new s3.DeleteObjectCommand({ Bucket: bucket, Key }));
+      }
+      await client.send(new s3.DeleteBucketCommand({ Bucket: bucket }));
+      client.destroy();
+    },
+  };
+}
+
+registerSuite("s3", async () => {
+  const store = await createS3ObjectStore(s3Config());
+  const admin = await s3Admin();
+  return {
+    store,
+    list: (prefix) => admin.list(prefix),
+    // In a child process: on S3 some of these failures escape as uncaught exceptions.
+    attemptPut: (key, spec) => putInChild({ store: "s3", bucket, key, ...spec }),
+    async cleanup() { store.close(); await admin.dropBucket(); },
+  };
+}, S3_ON);
+
+const FIXTURE = fileURLToPath(new URL("./fixtures/put-attempt.ts", import.meta.url));
+function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
+  return new Promise((resolvePut, reject) => {
+    execFile(process.execPath, ["--import", "tsx", FIXTURE, JSON.stringify({ hangMs: 8000, ...spec })], { env: process.env, timeout: 60_000 }, (err, stdout, stderr) => {
+      const line = stdout.split("\n").find((l) => l.startsWith("{"));
+      if (!line) { reject(new Error(`put-attempt printed nothing (${err?.message ?? ""}): ${stderr}`)); return; }
+      resolvePut(JSON.parse(line) as PutOutcome);
+    });
+  });
+}
+
+(S3_ON ? test.serial : test.skip)("[s3] presignPut gives a URL a plain fetch PUT can use; the object is then readable", async (t) => {
+  const store = await createS3ObjectStore(s3Config());
+  try {
+    t.is(store.kind, "s3");
+    const key = `store://${randomUUID()}/cover.jpg`;
+    const data = randomBytes(2048);
+    const url = await store.presignPut(key, { contentType: "image/jpeg", contentLength: data.length, expiresInSeconds: 300 });
+    t.truthy(url);
+    t.regex(url!, /^https?:\/\//);
+    t.true(url!.includes(bucket));
+    const res = await fetch(url!, { method: "PUT", headers: { "content-type": "image/jpeg" }, body: data });
+    t.true(res.ok, `PUT answered ${res.status}: ${await res.text()}`);
+    const got = await store.get(key);
+    t.truthy(got);
+    t.is(got!.info.contentType, "image/jpeg");
+    t.is(got!.info.size, data.length);
+    t.deepEqual(await readAll(got!.body), data);
+    await store.delete([key]);
+  } finally {
+    store.close();
+  }
+});
+
+// ---- key helpers -----------------------------------------------------------------------------
+test("objectKeyOf strips store:// and keeps normal keys", (t) => {
+  t.is(objectKeyOf("store://u1/c2/170_name.png"), "u1/c2/170_name.png");
+  t.is(objectKeyOf("u1/c2/file"), "u1/c2/file");
+  t.is(objectKeyOf("a/b../c..d"), "a/b../c..d");
+});
+
+test("objectKeyOf refuses segments starting with a dot (store metadata lives there)", (t) => {
+  for (const bad of ["a/..b/c", ".meta/x", "a/.tmp/y", "u/c/.hidden"]) t.throws(() => objectKeyOf(bad), undefined, bad);
+});
+
+test("objectKeyOf refuses '..', '.', absolute, empty segments, backslashes and NUL", (t) => {
+  for (const bad of [
+    "..", "../x", "a/../b", "a/..", "store://../x", "store://a/../../etc/passwd",
+    "./a", "a/./b",
+    "/abs", "store:///abs",
+    "", "store://", "a//b", "a/", "store://a/b/",
+    "a\\b", "..\\x", "a\0b",
+  ]) {
+    t.throws(() => objectKeyOf(bad), { message: /invalid object key/ }, JSON.stringify(bad));
+  }
+});
+
+test("isStoreKey", (t) => {
+  t.true(isStoreKey("store://a/b"));
+  t.true(isStoreKey("store://"));
+  t.false(isStoreKey("https://example.com/a"));
+  t.false(isStoreKey("a/b"));
+  t.false(isStoreKey("STORE://a"));
+  t.false(isStoreKey(" store://a"));
+});

@@ -1,0 +1,123 @@
+/**
+ * The admin CLI (conventions.md "Administration"): `npm run -s admin -- <command>`. It reaches
+ * the same database as the system started with the same env: DATABASE_URL, or the embedded
+ * engine under DATA_DIR (attached while `npm start` runs, started briefly otherwise). Prints one
+ * JSON object on stdout; logs go to stderr.
+ */
+import { parseArgs } from "node:util";
+import { createDb, createLogger, loadConfig, migrate, serviceMigrations, AppError, type Knex } from "@cms/platform";
+import { startEmbeddedPostgres } from "@cms/platform/embedded-postgres";
+import { createAuth, createAuthStore, authMigrations } from "@cms/auth";
+import { launch } from "@cms/platform/launcher";
+import { MODULES } from "./system.js";
+
+const USAGE = `usage: npm run -s admin -- <command>
+  user create <username> [--plan free|paid|founding] [--admin]
+  token mint <username> [--scopes "collections:read media:write ..."]
+  apikey create [--label <text>]
+  jobs run retention [--now <ISO 8601>]`;
+
+function fail(message: string, code = 2): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(code);
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      plan: { type: "string", default: "free" },
+      admin: { type: "boolean", default: false },
+      scopes: { type: "string" },
+      label: { type: "string", default: "admin-cli" },
+      now: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help || positionals.length < 2) fail(USAGE);
+  const [noun, verb, ...rest] = positionals;
+  const config = loadConfig({ ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" }, []);
+  const log = createLogger(config.logLevel, { cli: true }, true);
+  // Logs must not mix with the JSON on stdout.
+  const stderrLog = log.child({}, { level: config.logLevel });
+  let databaseUrl = config.databaseUrl;
+  let stopDb = async () => {};
+  if (!databaseUrl) {
+    const pg = await startEmbeddedPostgres(config.dataDir, stderrLog, { attach: true });
+    databaseUrl = pg.url;
+    stopDb = () => pg.stop();
+  }
+  databaseUrlForJobs = databaseUrl;
+  const dbs: Knex[] = [];
+  const dbFor = (schema: string) => {
+    const db = createDb(databaseUrl!, schema, 2);
+    dbs.push(db);
+    return db;
+  };
+  try {
+    const out = await run(noun!, verb!, rest, values, dbFor);
+    process.stdout.write(JSON.stringify(out) + "\n");
+  } catch (err) {
+    if (err instanceof AppError) fail(JSON.stringify(err.toBody()), 1);
+    throw err;
+  } finally {
+    for (const db of dbs) await db.destroy();
+    await stopDb();
+  }
+}
+
+let databaseUrlForJobs = "";
+
+/** Jobs need the modules (and their neighbours): run them in this process, without the gateway. */
+async function runJob(name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const config = loadConfig({ ...process.env, DATABASE_URL: databaseUrlForJobs, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" }, ["--target=all"]);
+  const system = await launch(config, { ...MODULES, headless: true, log: createLogger(config.logLevel, { cli: true }, true) });
+  try {
+    const out = await system.runJob(name, args);
+    await system.drainEvents();
+    return out;
+  } finally {
+    await system.stop();
+  }
+}
+
+async function run(noun: string, verb: string, rest: string[], values: Record<string, unknown>, dbFor: (schema: string) => Knex): Promise<Record<string, unknown>> {
+  const authDb = async () => {
+    const db = dbFor("auth");
+    await migrate(db, "auth", serviceMigrations(authMigrations));
+    return createAuth(createAuthStore(db));
+  };
+  switch (`${noun} ${verb}`) {
+    case "user create": {
+      const username = rest[0] ?? fail(USAGE);
+      const auth = await authDb();
+      const user = await auth.createUser(username, String(values.plan), Boolean(values.admin));
+      return { user_id: user.id, username: user.username, plan: user.plan, is_admin: user.is_admin };
+    }
+    case "token mint": {
+      const username = rest[0] ?? fail(USAGE);
+      const auth = await authDb();
+      const scopes = values.scopes === undefined ? undefined : String(values.scopes).split(/[\s,]+/).filter(Boolean);
+      const t = await auth.mintToken(username, scopes, { clientId: "admin-cli" });
+      return { access_token: t.accessToken, scopes: t.scopes, expires_at: t.expiresAt.toISOString() };
+    }
+    case "apikey create": {
+      const auth = await authDb();
+      return { apikey: await auth.createApiKey(String(values.label)) };
+    }
+    case "jobs run": {
+      const name = rest[0] ?? fail(USAGE);
+      if (values.now !== undefined && Number.isNaN(Date.parse(String(values.now)))) fail(`--now must be an ISO 8601 time, got "${values.now}"`);
+      return runJob(name, { now: values.now });
+    }
+    default:
+      return fail(`unknown command "${noun} ${verb}"\n${USAGE}`);
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,57 @@
+/**
+ * The auth service's operations as plain functions over the store, shared by the RPC handlers
+ * and the admin CLI.
+ */
+import { AppError, isUniqueViolation } from "@cms/platform";
+import type { AuthStore, UserRow } from "./store/auth-store.js";
+import { DEFAULT_TOKEN_TTL_SECONDS, hashSecret, isTokenActive, newAccessToken, newApiKey, PLANS, type Plan, parseScopes } from "./domain/tokens.js";
+
+export const USERNAME_PATTERN = /^[a-z0-9_-]{1,63}$/;
+
+export function createAuth(store: AuthStore) {
+  return {
+    async createUser(username: string, plan: string, isAdmin: boolean): Promise<UserRow> {
+      if (!USERNAME_PATTERN.test(username)) throw new AppError("invalid_request", "username must be 1 to 63 characters of a-z, 0-9, _ and -.", { field: "username" });
+      if (!(PLANS as readonly string[]).includes(plan)) throw new AppError("invalid_request", `plan must be one of ${PLANS.join(", ")}.`, { field: "plan" });
+      try {
+        return await store.createUser({ username, plan: plan as Plan, isAdmin });
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new AppError("conflict", `A user named "${username}" already exists.`, { field: "username" });
+        throw err;
+      }
+    },
+
+    async mintToken(username: string, scopes: string[] | undefined, opts: { ttlSeconds?: number; clientId?: string } = {}) {
+      const user = await store.userByUsername(username);
+      if (!user) throw new AppError("not_found", `No user named "${username}".`);
+      let parsed;
+      try {
+        parsed = parseScopes(scopes);
+      } catch (err) {
+        throw new AppError("invalid_request", (err as Error).message, { field: "scopes" });
+      }
+      const token = newAccessToken();
+      const expiresAt = new Date(Date.now() + (opts.ttlSeconds || DEFAULT_TOKEN_TTL_SECONDS) * 1000);
+      const row = await store.insertToken({ tokenHash: hashSecret(token), userId: user.id, scopes: parsed, clientId: opts.clientId ?? "", expiresAt });
+      return { accessToken: token, scopes: parsed, expiresAt, tokenId: row.id };
+    },
+
+    async introspect(token: string) {
+      const row = await store.tokenWithUser(hashSecret(token));
+      if (!row || !isTokenActive(row)) return undefined;
+      return row;
+    },
+
+    async createApiKey(label: string, key?: string): Promise<string> {
+      const apikey = key || newApiKey();
+      await store.insertApiKey(hashSecret(apikey), label);
+      return apikey;
+    },
+
+    async checkApiKey(apikey: string): Promise<boolean> {
+      return apikey ? store.apiKeyExists(hashSecret(apikey)) : false;
+    },
+  };
+}
+
+export type Auth = ReturnType<typeof createAuth>;

@@ -1,0 +1,18 @@
+/** The auth service module: users, tokens, API keys. */
+import type { ServiceModule } from "@cms/platform";
+import { createAuthStore, migrations } from "./store/auth-store.js";
+import { createAuth } from "./auth.js";
+import { authRoutes } from "./rpc/auth-rpc.js";
+
+export const authModule: ServiceModule = {
+  name: "auth",
+  schema: "auth",
+  migrations,
+  async init(ctx) {
+    const store = createAuthStore(ctx.db);
+    const auth = createAuth(store);
+    return { routes: authRoutes(auth, store, ctx.bus) };
+  },
+};
+
+export { createAuth, createAuthStore, migrations as authMigrations };

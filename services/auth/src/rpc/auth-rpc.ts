@@ -1,0 +1,52 @@
+/** Thin Connect handlers of AuthService. */
+import type { ConnectRouter } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { AuthService, UserSchema } from "@cms/contracts/auth/v1/auth_pb";
+import { EVENTS, requireCaller, result, type ServiceBus } from "@cms/platform";
+import type { Auth } from "../auth.js";
+import type { AuthStore, UserRow } from "../store/auth-store.js";
+import { hashSecret } from "../domain/tokens.js";
+
+function userMsg(u: UserRow) {
+  return create(UserSchema, { userId: u.id, username: u.username, plan: u.plan, isAdmin: u.is_admin, createdAt: u.created_at.toISOString() });
+}
+
+export function authRoutes(auth: Auth, store: AuthStore, bus: ServiceBus) {
+  return (router: ConnectRouter) =>
+    router.service(AuthService, {
+      async introspectToken(req) {
+        const row = await auth.introspect(req.token);
+        if (!row) return { active: false };
+        return { active: true, user: userMsg(row.user), scopes: row.scopes, expiresAt: row.expires_at.toISOString(), tokenId: row.id };
+      },
+      async createUser(req) {
+        return userMsg(await auth.createUser(req.username, req.plan || "free", req.isAdmin));
+      },
+      async mintToken(req) {
+        const t = await auth.mintToken(req.username, req.scopes.length ? req.scopes : undefined, { ttlSeconds: req.ttlSeconds, clientId: req.clientId });
+        return { accessToken: t.accessToken, scopes: t.scopes, expiresAt: t.expiresAt.toISOString(), tokenId: t.tokenId };
+      },
+      async revokeToken(req) {
+        const tokenHash = hashSecret(req.token);
+        const revoked = await store.revokeToken(tokenHash);
+        bus.broadcast(EVENTS.tokenRevoked, { token_hash: tokenHash });
+        return { revoked };
+      },
+      async getUsers(req) {
+        const rows = [...await store.usersByIds(req.userIds), ...await store.usersByUsernames(req.usernames)];
+        return { users: rows.map(userMsg) };
+      },
+      async createApiKey(req) {
+        return { apikey: await auth.createApiKey(req.label, req.key) };
+      },
+      async checkApiKey(req) {
+        return { valid: await auth.checkApiKey(req.apikey) };
+      },
+      async revokeMcpSession(_req, ctx) {
+        const caller = requireCaller(ctx);
+        const hashes = await store.revokeMcpTokens(caller.userId, caller.tokenId);
+        for (const h of hashes) bus.broadcast(EVENTS.tokenRevoked, { token_hash: h });
+        return result({ revoked: hashes.length });
+      },
+    });
+}

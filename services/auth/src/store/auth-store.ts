@@ -1,0 +1,125 @@
+/** The auth schema: users, hashed access tokens and hashed API keys. */
+import type { Knex } from "knex";
+import type { MigrationList } from "@cms/platform";
+import type { Plan } from "../domain/tokens.js";
+
+export const migrations: MigrationList = [
+  ["20261122000000_users_tokens", {
+    async up(knex) {
+      await knex.schema.createTable("users", (t) => {
+        t.uuid("id").primary().defaultTo(knex.raw("gen_random_uuid()"));
+        t.text("username").notNullable().unique();
+        t.text("plan").notNullable().defaultTo("free");
+        t.boolean("is_admin").notNullable().defaultTo(false);
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      await knex.raw(`ALTER TABLE users ADD CONSTRAINT users_plan_check CHECK (plan IN ('free','paid','founding'))`);
+      await knex.schema.createTable("tokens", (t) => {
+        t.uuid("id").primary().defaultTo(knex.raw("gen_random_uuid()"));
+        t.text("token_hash").notNullable().unique();
+        t.uuid("user_id").notNullable().references("id").inTable("users").onDelete("CASCADE");
+        t.specificType("scopes", "text[]").notNullable();
+        t.text("client_id").notNullable().defaultTo("");
+        t.timestamp("expires_at", { useTz: true }).notNullable();
+        t.timestamp("revoked_at", { useTz: true });
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.index(["user_id"]);
+      });
+      await knex.schema.createTable("api_keys", (t) => {
+        t.uuid("id").primary().defaultTo(knex.raw("gen_random_uuid()"));
+        t.text("key_hash").notNullable().unique();
+        t.text("label").notNullable().defaultTo("");
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+    },
+  }],
+];
+
+export interface UserRow {
+  id: string;
+  username: string;
+  plan: Plan;
+  is_admin: boolean;
+  created_at: Date;
+}
+
+export interface TokenRow {
+  id: string;
+  token_hash: string;
+  user_id: string;
+  scopes: string[];
+  client_id: string;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
+export interface AuthStore {
+  createUser(u: { username: string; plan: Plan; isAdmin: boolean }): Promise<UserRow>;
+  userByUsername(username: string): Promise<UserRow | undefined>;
+  usersByIds(ids: string[]): Promise<UserRow[]>;
+  usersByUsernames(names: string[]): Promise<UserRow[]>;
+  insertToken(t: { tokenHash: string; userId: string; scopes: string[]; clientId: string; expiresAt: Date }): Promise<TokenRow>;
+  tokenWithUser(tokenHash: string): Promise<(TokenRow & { user: UserRow }) | undefined>;
+  revokeToken(tokenHash: string): Promise<boolean>;
+  /** Revokes the user's tokens issued to MCP clients plus the given one; returns their hashes. */
+  revokeMcpTokens(userId: string, currentTokenId: string): Promise<string[]>;
+  insertApiKey(keyHash: string, label: string): Promise<void>;
+  apiKeyExists(keyHash: string): Promise<boolean>;
+}
+
+export function createAuthStore(db: Knex): AuthStore {
+  const userCols = ["id", "username", "plan", "is_admin", "created_at"];
+  return {
+    async createUser(u) {
+      const [row] = await db("users").insert({ username: u.username, plan: u.plan, is_admin: u.isAdmin }).returning(userCols);
+      return row as UserRow;
+    },
+    async userByUsername(username) {
+      return db("users").select(userCols).where({ username }).first();
+    },
+    async usersByIds(ids) {
+      return ids.length ? db("users").select(userCols).whereIn("id", ids) : [];
+    },
+    async usersByUsernames(names) {
+      return names.length ? db("users").select(userCols).whereIn("username", names) : [];
+    },
+    async insertToken(t) {
+      const [row] = await db("tokens").insert({
+        token_hash: t.tokenHash, user_id: t.userId, scopes: t.scopes, client_id: t.clientId, expires_at: t.expiresAt,
+      }).returning("*");
+      return row as TokenRow;
+    },
+    async tokenWithUser(tokenHash) {
+      const row = await db("tokens as t")
+        .join("users as u", "u.id", "t.user_id")
+        .select("t.*", "u.username", "u.plan", "u.is_admin", "u.created_at as user_created_at")
+        .where("t.token_hash", tokenHash)
+        .first();
+      if (!row) return undefined;
+      return {
+        id: row.id, token_hash: row.token_hash, user_id: row.user_id, scopes: row.scopes, client_id: row.client_id,
+        expires_at: row.expires_at, revoked_at: row.revoked_at,
+        user: { id: row.user_id, username: row.username, plan: row.plan, is_admin: row.is_admin, created_at: row.user_created_at },
+      };
+    },
+    async revokeToken(tokenHash) {
+      const n = await db("tokens").where({ token_hash: tokenHash }).whereNull("revoked_at").update({ revoked_at: db.fn.now() });
+      return n > 0;
+    },
+    async revokeMcpTokens(userId, currentTokenId) {
+      const rows = await db("tokens")
+        .where({ user_id: userId })
+        .whereNull("revoked_at")
+        .andWhere((q) => q.where("client_id", "like", "mcp%").orWhere("id", currentTokenId))
+        .update({ revoked_at: db.fn.now() })
+        .returning("token_hash");
+      return rows.map((r: { token_hash: string }) => r.token_hash);
+    },
+    async insertApiKey(keyHash, label) {
+      await db("api_keys").insert({ key_hash: keyHash, label }).onConflict("key_hash").ignore();
+    },
+    async apiKeyExists(keyHash) {
+      return Boolean(await db("api_keys").select("id").where({ key_hash: keyHash }).first());
+    },
+  };
+}

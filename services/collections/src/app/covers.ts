@@ -1,0 +1,71 @@
+/**
+ * Cover images: an http(s) thumbnail_url is fetched (SSRF-guarded) and an object-store key from
+ * collections.get_upload_url is read back; either is turned into a WebP main image and a
+ * thumbnail stored under the collection's key space. get_upload_url mints the PUT targets.
+ */
+import { AppError, OutboundError, coverImages, freshStoreKey, ImageError, isStoreKey, objectKeyOf, safeFetch, isRasterImage, type Caller } from "@cms/platform";
+import { mintUploadTargets } from "@cms/platform/upload-urls";
+import type { Deps } from "./deps.js";
+
+const MAX_COVER_BYTES = 20 * 1024 * 1024;
+export const COVER_UPLOAD_MAX_BYTES = 100 * 1024 * 1024;
+
+export interface PreparedCover { main: Buffer; thumbnail: Buffer }
+
+/** Reads and processes a cover before any row changes, so a bad image changes nothing. */
+export async function prepareCover(deps: Deps, caller: Caller, thumbnailUrl: string): Promise<PreparedCover> {
+  let bytes: Buffer;
+  if (isStoreKey(thumbnailUrl)) {
+    let key: string;
+    try { key = objectKeyOf(thumbnailUrl); } catch { throw new AppError("invalid_request", "thumbnail_url is not a valid object-store key.", { field: "thumbnail_url" }); }
+    if (!key.startsWith(`${caller.userId}/`)) throw new AppError("forbidden", "thumbnail_url names an object of another user.");
+    const obj = await deps.ctx.store.get(thumbnailUrl);
+    if (!obj) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
+    if (obj.info.size > MAX_COVER_BYTES) { obj.body.destroy(); throw new AppError("invalid_request", `The cover image exceeds ${MAX_COVER_BYTES} bytes.`, { field: "thumbnail_url" }); }
+    const chunks: Buffer[] = [];
+    for await (const c of obj.body) chunks.push(c as Buffer);
+    bytes = Buffer.concat(chunks);
+  } else {
+    try {
+      const res = await safeFetch(thumbnailUrl, { policy: { allowedHosts: deps.ctx.config.outboundAllowedHosts }, maxBytes: MAX_COVER_BYTES, timeoutMs: 15_000 });
+      if (res.status !== 200) throw new AppError("invalid_request", `Fetching thumbnail_url answered HTTP ${res.status}.`, { field: "thumbnail_url" });
+      bytes = res.body;
+    } catch (err) {
+      if (err instanceof OutboundError) throw new AppError("invalid_request", `thumbnail_url could not be fetched: ${err.message}`, { field: "thumbnail_url", reason: err.reason });
+      throw err;
+    }
+  }
+  try {
+    return await coverImages(bytes);
+  } catch (err) {
+    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is not a processable raster image: ${err.message}`, { field: "thumbnail_url" });
+    throw err;
+  }
+}
+
+/** Stores a prepared cover; returns the keys for thumbnail_url and cover_thumbnail_url. */
+export async function storeCover(deps: Deps, userId: string, collectionId: number, cover: PreparedCover): Promise<{ main: string; thumbnail: string }> {
+  const main = freshStoreKey(userId, collectionId, "cover.webp", "cover.webp");
+  const thumbnail = freshStoreKey(userId, collectionId, "cover_thumb.webp", "cover_thumb.webp");
+  await deps.ctx.store.put(main, cover.main, { contentType: "image/webp", contentLength: cover.main.length });
+  await deps.ctx.store.put(thumbnail, cover.thumbnail, { contentType: "image/webp", contentLength: cover.thumbnail.length });
+  return { main, thumbnail };
+}
+
+const EXTENSIONS: Record<string, string> = {
+  "image/jpeg": "jpg", "image/png": "png", "image/webp": "webp", "image/gif": "gif", "image/avif": "avif", "image/tiff": "tiff", "image/heif": "heif",
+};
+
+
+export async function coverUploadUrl(deps: Deps, caller: Caller, collectionId: number, contentType: string, contentLength: number, filename?: string) {
+  const type = contentType.toLowerCase();
+  if (!isRasterImage(type)) throw new AppError("invalid_request", "A cover must be a raster image (image/jpeg, image/png, image/webp, image/gif, image/avif).", { field: "content_type" });
+  if (contentLength > COVER_UPLOAD_MAX_BYTES) throw new AppError("invalid_request", `content_length exceeds ${COVER_UPLOAD_MAX_BYTES} bytes.`, { field: "content_length" });
+  const storeKey = freshStoreKey(caller.userId, collectionId, filename, `cover.${EXTENSIONS[type] ?? "bin"}`);
+  const targets = await mintUploadTargets(deps.ctx, { storeKey, contentType: type, contentLength, userId: caller.userId });
+  return {
+    ...targets,
+    max_bytes: COVER_UPLOAD_MAX_BYTES,
+    next_step: "PUT the bytes (no Authorization header), then call collections.update with thumbnail_url set to store_key.",
+  };
+}

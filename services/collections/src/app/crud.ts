@@ -1,0 +1,305 @@
+/** Creating, reading, updating and exporting collections. */
+import { AppError, bodyOf, isUniqueViolation, requireScope, type Caller } from "@cms/platform";
+import { COLLECTION_COLUMNS, collectionJson, parseFields, selectFields, shareUrl, SELECTABLE_FIELDS, type CollectionRow } from "../domain/collection-json.js";
+import { decideUpdateVisibility, normalizePlaybackPrefs, normalizeTags, toCsv, type AccessLevel } from "../domain/rules.js";
+import { duplicateName, emitUpdated, orphanObjects, findCollection, membership, notFound, ownedCollection, permissionsOf, readableCollection, type Deps } from "./deps.js";
+import { prepareCover, storeCover, type PreparedCover } from "./covers.js";
+
+export interface CreateInput {
+  name: string;
+  description?: string;
+  thumbnailUrl?: string;
+  isNsfw?: boolean;
+  shareAccessLevel?: AccessLevel;
+  tags: string[];
+  searchable?: boolean;
+  aliasId?: string;
+  playbackPrefs?: unknown;
+  parentId?: number;
+  linkPosition?: number;
+  linkDescription?: string;
+}
+
+export async function createCollection(deps: Deps, caller: Caller, input: CreateInput) {
+  const { db } = deps;
+  if (input.parentId !== undefined) requireScope(caller, "media:write", "to create a sub-collection (its link row is a media item of the parent)");
+  if (input.searchable === true) {
+    throw new AppError("invalid_request", "searchable cannot be true on create: a new collection is unpublished. Publish it with searchable=true instead.", { field: "searchable" });
+  }
+  const tags = normalizeTags(input.tags);
+  const playbackPrefs = input.playbackPrefs === undefined || input.playbackPrefs === null ? null : normalizePlaybackPrefs(input.playbackPrefs);
+  let publishHandle: string | null = null;
+  if (input.aliasId) {
+    const res = await deps.social.resolvePublishHandle({ userId: caller.userId, mode: "alias", aliasId: input.aliasId });
+    publishHandle = res.handle;
+  }
+  if (input.parentId !== undefined) {
+    const parent = await ownedCollection(db, input.parentId, caller);
+    if (parent.is_archived) throw new AppError("invalid_request", `Parent collection ${input.parentId} is archived.`, { field: "parent_collection_id" });
+  }
+  const cover: PreparedCover | undefined = input.thumbnailUrl ? await prepareCover(deps, caller, input.thumbnailUrl) : undefined;
+
+  let linkMediaId: number | undefined;
+  let childId: number | undefined;
+  let created: CollectionRow;
+  try {
+    created = await db.transaction(async (trx) => {
+      const pos = await trx("collections").where({ user_id: caller.userId, is_deleted: false })
+        .modify((q) => (input.parentId === undefined ? q.whereNull("parent_id") : q.where("parent_id", input.parentId)))
+        .max<{ max: number | null }>("position as max").first();
+      const [row] = await trx("collections").insert({
+        user_id: caller.userId,
+        name: input.name,
+        description: input.description ?? null,
+        tags,
+        is_nsfw: input.isNsfw ?? false,
+        share_access_level: input.shareAccessLevel ?? "private",
+        share_access_configured: input.shareAccessLevel !== undefined,
+        publish_alias_id: input.aliasId ?? null,
+        publish_handle: publishHandle,
+        playback_prefs: playbackPrefs as never,
+        parent_id: input.parentId ?? null,
+        position: pos?.max === null || pos?.max === undefined ? 0 : Number(pos.max) + 1,
+      }).returning(COLLECTION_COLUMNS);
+      let r = row as CollectionRow;
+      childId = r.id;
+      if (cover) {
+        const keys = await storeCover(deps, caller.userId, r.id, cover);
+        [r] = await trx("collections").where({ id: r.id }).update({ thumbnail_url: keys.main, cover_thumbnail_url: keys.thumbnail }).returning(COLLECTION_COLUMNS) as CollectionRow[];
+      }
+      await emitUpdated(deps, trx, r, "created");
+      if (input.parentId !== undefined) {
+        const link = await deps.media.insertCollectionLink({
+          parentCollectionId: BigInt(input.parentId), childCollectionId: BigInt(r.id), ownerUserId: caller.userId,
+          position: input.linkPosition, description: input.linkDescription,
+        });
+        linkMediaId = Number(link.linkMediaId);
+      }
+      return r;
+    });
+  } catch (err) {
+    if (linkMediaId !== undefined && childId !== undefined) {
+      // The link row was written but the collection was not: take the link back out.
+      await deps.media.moveCollectionLink({ childCollectionId: BigInt(childId!), ownerUserId: caller.userId }).catch(() => {});
+    }
+    if (isUniqueViolation(err)) throw duplicateName(input.name, input.parentId ?? null);
+    throw err;
+  }
+  deps.ctx.bus.flush();
+  return { collection: collectionJson(created, deps.appUrl), ...(linkMediaId !== undefined ? { link_media_id: linkMediaId } : {}) };
+}
+
+export interface UpdateInput {
+  name?: string;
+  description?: string | null;
+  tags?: string[];
+  thumbnailUrl?: string;
+  isNsfw?: boolean;
+  shareAccessLevel?: AccessLevel;
+  position?: number;
+  searchable?: boolean;
+  openFullscreen?: boolean;
+  /** undefined: unchanged; null: the system username; a string: that alias. */
+  aliasId?: string | null;
+  playbackPrefs?: unknown;
+}
+
+export async function updateCollection(deps: Deps, caller: Caller, id: number, input: UpdateInput) {
+  const { db } = deps;
+  const cover = input.thumbnailUrl ? await prepareCover(deps, caller, input.thumbnailUrl) : undefined;
+  let aliasHandle: { aliasId: string | null; handle: string } | undefined;
+  if (input.aliasId !== undefined) {
+    const res = await deps.social.resolvePublishHandle(input.aliasId === null
+      ? { userId: caller.userId, mode: "username" }
+      : { userId: caller.userId, mode: "alias", aliasId: input.aliasId });
+    aliasHandle = { aliasId: res.aliasId || null, handle: res.handle };
+  }
+  try {
+    const row = await db.transaction(async (trx) => {
+      const cur = await ownedCollection(trx, id, caller, { forUpdate: true });
+      const patch: Partial<CollectionRow> & Record<string, unknown> = {};
+      const kinds: string[] = [];
+      if (input.name !== undefined && input.name !== cur.name) { patch.name = input.name; kinds.push("renamed"); }
+      if (input.description !== undefined) patch.description = input.description;
+      if (input.tags !== undefined) patch.tags = normalizeTags(input.tags);
+      if (input.isNsfw !== undefined) patch.is_nsfw = input.isNsfw;
+      if (input.position !== undefined) patch.position = input.position;
+      if (input.openFullscreen !== undefined) patch.open_fullscreen = input.openFullscreen;
+      if (input.playbackPrefs !== undefined) patch.playback_prefs = input.playbackPrefs === null ? null : normalizePlaybackPrefs(input.playbackPrefs) as never;
+      if (input.shareAccessLevel !== undefined || input.searchable !== undefined) {
+        const v = decideUpdateVisibility({
+          shareAccessLevel: cur.share_access_level, shareAccessConfigured: cur.share_access_configured,
+          searchable: cur.searchable, isPublished: cur.is_published, openFullscreen: cur.open_fullscreen,
+        }, { shareAccessLevel: input.shareAccessLevel, searchable: input.searchable });
+        patch.share_access_level = v.shareAccessLevel;
+        patch.share_access_configured = v.shareAccessConfigured;
+        patch.searchable = v.searchable;
+      }
+      if (aliasHandle) {
+        const changes = aliasHandle.handle !== cur.publish_handle || aliasHandle.aliasId !== cur.publish_alias_id;
+        if (cur.is_published && changes) {
+          throw new AppError("publish_handle_locked", "The public handle of a published collection cannot change; unpublish it, then publish again with the new alias.", {
+            field: "alias_id", current_handle: cur.publish_handle, requested_handle: aliasHandle.handle,
+          });
+        }
+        patch.publish_alias_id = aliasHandle.aliasId;
+        patch.publish_handle = aliasHandle.handle;
+      }
+      if (cover) {
+        const keys = await storeCover(deps, caller.userId, id, cover);
+        await orphanObjects(deps, trx, [cur.thumbnail_url, cur.cover_thumbnail_url]);
+        patch.thumbnail_url = keys.main;
+        patch.cover_thumbnail_url = keys.thumbnail;
+        kinds.push("cover_changed");
+      }
+      if (!Object.keys(patch).length) return cur;
+      patch.updated_at = new Date();
+      const [next] = await trx("collections").where({ id }).update(patch).returning(COLLECTION_COLUMNS) as CollectionRow[];
+      await emitUpdated(deps, trx, next!, kinds[0] ?? "updated");
+      return next!;
+    });
+    deps.ctx.bus.flush();
+    return { collection: collectionJson(row, deps.appUrl) };
+  } catch (err) {
+    if (isUniqueViolation(err)) throw duplicateName(input.name ?? "", null);
+    throw err;
+  }
+}
+
+/** A public collection read by someone other than its owner counts as a view. */
+async function countView(deps: Deps, row: CollectionRow, readerId: string | undefined): Promise<void> {
+  if (row.is_published && row.share_access_level === "public" && readerId !== row.user_id) {
+    await deps.db("collections").where({ id: row.id }).increment("views", 1);
+  }
+}
+
+export async function getCollection(deps: Deps, caller: Caller, id: number) {
+  const { row, perms } = await readableCollection(deps.db, id, caller);
+  await countView(deps, row, caller.userId);
+  return { collection: { ...collectionJson(row, deps.appUrl), viewer_permissions: perms } };
+}
+
+export async function getBySlug(deps: Deps, caller: Caller | undefined, handle: string, slug: string) {
+  const who = await deps.social.resolveHandle({ handle: handle.replace(/^@/, "").toLowerCase() });
+  const missing = () => new AppError("not_found", `No published collection at ${handle}/${slug}.`);
+  if (!who.found) throw missing();
+  const row = (await deps.db("collections")
+    .where({ user_id: who.userId, share_slug: slug.toLowerCase(), is_published: true, is_deleted: false })
+    .whereRaw("lower(publish_handle) = lower(?)", [handle.replace(/^@/, "")])
+    .first(COLLECTION_COLUMNS)) as CollectionRow | undefined;
+  if (!row) throw missing();
+  const m = caller && caller.userId !== row.user_id ? await membership(deps.db, row.id, caller.userId) : undefined;
+  const perms = permissionsOf(row, caller?.userId, m);
+  const visible = perms.can_read || row.share_access_level === "public" || (row.share_access_level === "registered" && caller !== undefined);
+  if (!visible) throw missing();
+  await countView(deps, row, caller?.userId);
+  return { collection: collectionJson(row, deps.appUrl) };
+}
+
+export async function batchGet(deps: Deps, caller: Caller, ids: number[], includeArchived: boolean) {
+  const q = deps.db("collections").select(COLLECTION_COLUMNS).whereIn("id", ids).where({ user_id: caller.userId, is_deleted: false });
+  if (!includeArchived) q.where({ is_archived: false });
+  const rows = (await q) as CollectionRow[];
+  const byId = new Map(rows.map((r) => [Number(r.id), r]));
+  const found = ids.filter((id) => byId.has(id));
+  return {
+    collections: found.map((id) => collectionJson(byId.get(id)!, deps.appUrl)),
+    missing_ids: ids.filter((id) => !byId.has(id)),
+  };
+}
+
+export interface ListInput {
+  nameContains?: string;
+  fields?: unknown;
+  tag?: string;
+  isNsfw?: boolean;
+  includeArchived: boolean;
+  parentId?: number;
+  includeSubcollections: boolean;
+  limit: number;
+  offset: number;
+}
+
+export async function listCollections(deps: Deps, caller: Caller, input: ListInput) {
+  if (input.parentId !== undefined && input.includeSubcollections) {
+    throw new AppError("invalid_request", "parent_collection_id and include_subcollections=true cannot be combined.", { field: "include_subcollections" });
+  }
+  const fields = parseFields(input.fields);
+  if (fields) {
+    const bad = fields.find((f) => !(SELECTABLE_FIELDS as readonly string[]).includes(f));
+    if (bad) throw new AppError("invalid_request", `Unknown field "${bad}" in fields; selectable: ${SELECTABLE_FIELDS.join(", ")}.`, { field: "fields" });
+  }
+  if (input.parentId !== undefined) await readableCollection(deps.db, input.parentId, caller);
+  const q = deps.db("collections").where({ is_deleted: false });
+  if (input.parentId !== undefined) q.where({ parent_id: input.parentId });
+  else {
+    q.where({ user_id: caller.userId });
+    if (!input.includeSubcollections) q.whereNull("parent_id");
+  }
+  if (!input.includeArchived) q.where({ is_archived: false });
+  if (input.nameContains) q.whereRaw("name ILIKE ?", [`%${input.nameContains.replace(/[\\%_]/g, (c) => `\\${c}`)}%`]);
+  if (input.tag) q.whereRaw("? = ANY(tags)", [input.tag.toLowerCase()]);
+  if (input.isNsfw !== undefined) q.where({ is_nsfw: input.isNsfw });
+  const [{ total }] = await q.clone().count<{ total: number }[]>("* as total");
+  const rows = (await q.select(COLLECTION_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(input.limit).offset(input.offset)) as CollectionRow[];
+  const shaped = rows.map((r) => {
+    if (!fields) return collectionJson(r, deps.appUrl);
+    return selectFields(r, fields, permissionsOf(r, caller.userId, r.user_id === caller.userId ? undefined : { can_upload: false, can_edit: false, can_delete: false }), deps.appUrl);
+  });
+  return { collections: shaped, pagination: { limit: input.limit, offset: input.offset, total: Number(total) } };
+}
+
+export async function setArchived(deps: Deps, caller: Caller, id: number, archived: boolean) {
+  const row = await deps.db.transaction(async (trx) => {
+    const cur = await ownedCollection(trx, id, caller, { forUpdate: true });
+    if (cur.is_archived === archived) return cur;
+    const [next] = await trx("collections").where({ id }).update({ is_archived: archived, updated_at: new Date() }).returning(COLLECTION_COLUMNS) as CollectionRow[];
+    await emitUpdated(deps, trx, next!, archived ? "archived" : "unarchived");
+    return next!;
+  });
+  deps.ctx.bus.flush();
+  return { collection: collectionJson(row, deps.appUrl) };
+}
+
+export async function shareUrlOf(deps: Deps, caller: Caller, id: number) {
+  const { row } = await readableCollection(deps.db, id, caller);
+  const url = shareUrl(deps.appUrl, row);
+  if (!url) throw new AppError("invalid_request", `Collection ${id} is not published; publish it first.`, { field: "collection_id" });
+  return { url, handle: row.publish_handle, slug: row.share_slug, share_access_level: row.share_access_level };
+}
+
+export async function statsOf(deps: Deps, caller: Caller, id: number) {
+  const row = await findCollection(deps.db, id);
+  if (!row || row.is_deleted) throw notFound(id);
+  const isPublic = row.is_published && row.share_access_level === "public";
+  if (!isPublic) await readableCollection(deps.db, id, caller);
+  return { collection_id: id, stats: { likes: Number(row.likes), views: Number(row.views) } };
+}
+
+const EXPORT_COLUMNS = ["id", "name", "description", "viewer", "main_url", "thumbnail_url", "tags", "position", "is_archived", "size_bytes", "created_at"];
+
+export async function exportCollection(deps: Deps, caller: Caller, id: number, format: "json" | "csv", includeArchived: boolean) {
+  const { row } = await readableCollection(deps.db, id, caller);
+  const res = await deps.media.exportCollectionMedia({ collectionId: BigInt(id), includeArchived });
+  const media = (bodyOf(res).media as Array<Record<string, unknown>>) ?? [];
+  if (format === "csv") return { format: "csv", content: toCsv(EXPORT_COLUMNS, media), columns: EXPORT_COLUMNS };
+  return { format: "json", collection: collectionJson(row, deps.appUrl), media };
+}
+
+/** CheckAccess: may this user do this on this collection? Nothing is cached. */
+export async function checkAccess(deps: Deps, userId: string, id: number, action: string) {
+  const row = await findCollection(deps.db, id);
+  if (!row) return { exists: false, allowed: false, isOwner: false, ownerUserId: "", isArchived: false, isDeleted: false, deniedPermission: "" };
+  const base = { exists: true, ownerUserId: row.user_id, isArchived: row.is_archived, isDeleted: row.is_deleted };
+  if (row.is_deleted) return { ...base, allowed: false, isOwner: row.user_id === userId, deniedPermission: "" };
+  if (userId && row.user_id === userId) return { ...base, allowed: true, isOwner: true, deniedPermission: "" };
+  const m = userId ? await membership(deps.db, id, userId) : undefined;
+  if (action === "read") {
+    const publicRead = row.is_published && (row.share_access_level === "public" || (row.share_access_level === "registered" && Boolean(userId)));
+    return { ...base, allowed: Boolean(m) || publicRead, isOwner: false, deniedPermission: "" };
+  }
+  if (!m || action === "owner") return { ...base, allowed: false, isOwner: false, deniedPermission: "" };
+  const flag = action === "upload" ? "can_upload" : action === "edit" ? "can_edit" : "can_delete";
+  const allowed = m[flag as keyof typeof m];
+  return { ...base, allowed, isOwner: false, deniedPermission: allowed ? "" : flag };
+}

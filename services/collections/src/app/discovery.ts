@@ -1,0 +1,153 @@
+/**
+ * Search, browse, likes and the liked list. Own and shared collections match generously
+ * (substring, accent-insensitive, trigram word similarity, full text); public, following and
+ * liked scopes match strictly (every query word, or a substring of the name) and show only
+ * published + public (+ searchable for strangers) collections. Each scope is its own indexed
+ * subquery; the union is ranked with own hits first.
+ */
+import { AppError, type Caller } from "@cms/platform";
+import { COLLECTION_COLUMNS, columnsOf, collectionJson, type CollectionRow } from "../domain/collection-json.js";
+import type { Deps } from "./deps.js";
+
+export type Scope = "own" | "shared" | "public" | "following" | "liked";
+
+/** Scopes after defaults and the anonymous fallback; refuses what the caller may not use. */
+export function resolveScopes(requested: Scope[], caller: Caller | undefined, fallback: Scope[]): Scope[] {
+  const scopes = requested.length ? requested : caller ? fallback : ["public" as Scope];
+  const personal = scopes.filter((s) => s !== "public");
+  if (!caller && personal.length) throw new AppError("unauthorized", `The scope(s) ${personal.join(", ")} need a bearer access token.`);
+  if (caller && scopes.some((s) => s === "own" || s === "shared") && !caller.scopes.includes("collections:read")) {
+    throw new AppError("insufficient_scope", "Searching own or shared collections needs the collections:read scope.", { need: "collections:read" });
+  }
+  return scopes;
+}
+
+// Word similarity 0.5 tolerates a transposition or a missing letter in a word ("montrael").
+const GENEROUS = `(c.search_text LIKE '%' || :q || '%' OR word_similarity(:q, c.search_text) >= 0.5 OR c.search_tsv @@ plainto_tsquery('simple', :q))`;
+const STRICT = `(c.search_tsv @@ plainto_tsquery('simple', :q) OR lower(immutable_unaccent(c.name)) LIKE '%' || :q || '%')`;
+const SCORE = `(CASE WHEN c.search_text LIKE '%' || :q || '%' THEN 1 ELSE 0 END + word_similarity(:q, c.search_text) + ts_rank(c.search_tsv, plainto_tsquery('simple', :q)))`;
+const VISIBLE_PUBLIC = `c.is_published AND c.share_access_level = 'public' AND NOT c.is_archived`;
+
+function escapeLike(s: string): string {
+  return s.replace(/[\\%_]/g, (ch) => `\\${ch}`);
+}
+
+function scopeSql(scope: Scope, match: string): string {
+  const base = `SELECT c.id, ${SCORE} AS score FROM collections c WHERE NOT c.is_deleted AND c.parent_id IS NULL`;
+  switch (scope) {
+    case "own":
+      return `${base} AND c.user_id = :me AND NOT c.is_archived AND ${match}`;
+    case "shared":
+      return `${base} AND c.id IN (SELECT collection_id FROM collaborators WHERE user_id = :me AND status = 'accepted') AND NOT c.is_archived AND ${match}`;
+    case "public":
+      return `${base} AND ${VISIBLE_PUBLIC} AND c.searchable AND c.user_id IS DISTINCT FROM :me AND ${match}`;
+    case "following":
+      return `${base} AND ${VISIBLE_PUBLIC} AND (c.user_id, coalesce(CAST(c.publish_alias_id AS text), '')) IN (SELECT * FROM unnest(CAST(:followUsers AS uuid[]), CAST(:followAliases AS text[]))) AND ${match}`;
+    case "liked":
+      return `${base} AND ${VISIBLE_PUBLIC} AND c.id IN (SELECT collection_id FROM likes WHERE user_id = :me) AND ${match}`;
+  }
+}
+
+async function followed(deps: Deps, caller: Caller | undefined, scopes: Scope[]) {
+  if (!caller || !scopes.includes("following")) return { followUsers: [] as string[], followAliases: [] as string[] };
+  const res = await deps.social.listFollowedHandles({ userId: caller.userId });
+  return {
+    followUsers: res.handles.map((h) => h.ownerUserId),
+    followAliases: res.handles.map((h) => (h.isPrimary ? "" : h.aliasId)),
+  };
+}
+
+function hitJson(deps: Deps, row: CollectionRow, caller: Caller | undefined) {
+  return { ...collectionJson(row, deps.appUrl), isOwn: Boolean(caller && row.user_id === caller.userId) };
+}
+
+export async function searchCollections(deps: Deps, caller: Caller | undefined, input: { query: string; scope: Scope[]; limit: number; offset: number }) {
+  const { db } = deps;
+  const scopes = resolveScopes(input.scope, caller, ["own", "shared"]);
+  const q = input.query.trim();
+  if (q.length < 3) throw new AppError("invalid_request", "query needs at least 3 characters.", { field: "query" });
+  const { rows: [norm] } = await db.raw("SELECT lower(immutable_unaccent(?)) AS q", [q]);
+  const params = { q: escapeLike(norm.q as string), me: caller?.userId ?? null, ...(await followed(deps, caller, scopes)) };
+  const union = scopes.map((s) => scopeSql(s, s === "own" || s === "shared" ? GENEROUS : STRICT)).join(" UNION ALL ");
+  const sql = `WITH hits AS (SELECT id, max(score) AS score FROM (${union}) u GROUP BY id)
+    SELECT ${columnsOf("c")}, h.score, (c.user_id = :me) AS is_own, count(*) OVER () AS total
+    FROM hits h JOIN collections c ON c.id = h.id
+    ORDER BY (c.user_id = :me) DESC NULLS LAST, h.score DESC, c.id DESC
+    LIMIT :limit OFFSET :offset`;
+  const { rows } = await db.raw(sql, { ...params, limit: input.limit, offset: input.offset });
+  const total = rows.length ? Number(rows[0].total) : 0;
+  const body: Record<string, unknown> = {
+    collections: rows.map((r: CollectionRow) => hitJson(deps, r, caller)),
+    scope: scopes,
+    pagination: { limit: input.limit, offset: input.offset, total },
+  };
+  if (total === 0) {
+    let alsoInPublic = 0;
+    if (!scopes.includes("public")) {
+      const { rows: pub } = await db.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT)}) p`, params);
+      alsoInPublic = Number(pub[0].n);
+    }
+    body.also_in_public = alsoInPublic;
+    body.hint = alsoInPublic > 0
+      ? `No ${scopes.join("/")} collection matches "${q}", but ${alsoInPublic} public collection(s) do: search again with scope ["public"].`
+      : `No collection in scope ${scopes.join("/")} matches "${q}". Try fewer or different words${scopes.includes("public") ? "" : ", or scope [\"public\"]"}; media items are searched with media.search.`;
+  } else if (input.offset >= total) {
+    body.hint = `The offset ${input.offset} is past the ${total} results.`;
+  }
+  return body;
+}
+
+export async function browseCollections(deps: Deps, caller: Caller | undefined, input: { scope: Scope[]; tags: string[]; sortBy: "views" | "recent" | "likes"; limit: number; offset: number }) {
+  const { db } = deps;
+  const scopes = resolveScopes(input.scope, caller, ["public"]);
+  const params = { q: "", me: caller?.userId ?? null, ...(await followed(deps, caller, scopes)) };
+  const union = scopes.map((s) => scopeSql(s, "TRUE")).join(" UNION ALL ");
+  const tags = [...new Set(input.tags.map((t) => t.toLowerCase()))];
+  const order = input.sortBy === "recent" ? "coalesce(c.published_at, c.created_at) DESC" : input.sortBy === "likes" ? "c.likes DESC" : "c.views DESC";
+  const sql = `SELECT ${columnsOf("c")}, count(*) OVER () AS total FROM collections c
+    WHERE c.id IN (SELECT id FROM (${union}) u) ${tags.length ? "AND c.tags && CAST(:tags AS text[])" : ""}
+    ORDER BY ${order}, c.id DESC LIMIT :limit OFFSET :offset`;
+  const { rows } = await db.raw(sql, { ...params, tags, limit: input.limit, offset: input.offset });
+  const total = rows.length ? Number(rows[0].total) : 0;
+  return {
+    collections: rows.map((r: CollectionRow) => hitJson(deps, r, caller)),
+    scope: scopes,
+    sort_by: input.sortBy,
+    pagination: { limit: input.limit, offset: input.offset, total },
+  };
+}
+
+export async function likedCollections(deps: Deps, caller: Caller, limit: number, offset: number) {
+  const base = deps.db("likes as l").join("collections as c", "c.id", "l.collection_id")
+    .where("l.user_id", caller.userId).where("c.is_deleted", false).where("c.is_published", true).where("c.share_access_level", "public");
+  const [{ total }] = await base.clone().count<{ total: number }[]>("* as total");
+  const rows = await base.select(COLLECTION_COLUMNS.map((c) => `c.${c}`), "l.created_at as liked_at").orderBy("l.created_at", "desc").limit(limit).offset(offset);
+  return {
+    collections: rows.map((r: CollectionRow & { liked_at: Date }) => ({ ...hitJson(deps, r, caller), liked_at: r.liked_at })),
+    pagination: { limit, offset, total: Number(total) },
+  };
+}
+
+export async function setLike(deps: Deps, caller: Caller, id: number, like: boolean) {
+  const out = await deps.db.transaction(async (trx) => {
+    const row = await trx("collections").where({ id }).forUpdate().first(COLLECTION_COLUMNS);
+    if (!row || row.is_deleted) throw new AppError("not_found", `Collection ${id} does not exist.`);
+    const isPublic = row.is_published && row.share_access_level === "public";
+    if (!isPublic && row.user_id !== caller.userId) throw new AppError("not_found", `Collection ${id} does not exist or is not public.`);
+    if (like && !isPublic) throw new AppError("invalid_request", `Only published public collections can be liked; collection ${id} is not.`, { field: "collection_id" });
+    let changed: boolean;
+    if (like) {
+      const ins = await trx("likes").insert({ user_id: caller.userId, collection_id: id }).onConflict(["user_id", "collection_id"]).ignore().returning("collection_id");
+      changed = ins.length > 0;
+    } else {
+      changed = (await trx("likes").where({ user_id: caller.userId, collection_id: id }).delete()) > 0;
+    }
+    let likes = Number(row.likes);
+    if (changed) {
+      const [r] = await trx("collections").where({ id }).increment("likes", like ? 1 : -1).returning("likes");
+      likes = Number(r.likes);
+    }
+    return { changed, likes };
+  });
+  return { collection_id: id, liked: like, changed: out.changed, stats: { likes: out.likes } };
+}

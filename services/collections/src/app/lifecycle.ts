@@ -1,0 +1,136 @@
+/** Soft and hard deletion, restore within the plan window, and the retention job. */
+import { AppError, isUniqueViolation, type Caller } from "@cms/platform";
+import { COLLECTION_COLUMNS, collectionJson, type CollectionRow } from "../domain/collection-json.js";
+import { restorableUntil, type Plan } from "../domain/rules.js";
+import { duplicateName, emitUpdated, orphanObjects, findCollection, notFound, ownedCollection, subtreeIds, type Deps } from "./deps.js";
+
+export interface DeleteInput { mode: "soft" | "hard"; cascadeMedia: boolean; confirm: boolean; dryRun: boolean }
+
+async function mediaCount(deps: Deps, ids: number[]): Promise<number> {
+  const res = await deps.media.countCollectionMedia({ collectionIds: ids.map(BigInt) });
+  return res.counts.reduce((n, c) => n + c.count, 0);
+}
+
+export async function deleteCollection(deps: Deps, caller: Caller, id: number, input: DeleteInput) {
+  const { db } = deps;
+  const row = await ownedCollection(db, id, caller);
+  const ids = await subtreeIds(db, id);
+  const ownMedia = await mediaCount(deps, [id]);
+  const totalMedia = await mediaCount(deps, ids);
+  if (input.dryRun) {
+    return {
+      dry_run: true,
+      mode: input.mode,
+      would_delete: { collection_ids: ids, collections: ids.length, media_count: totalMedia },
+      ...(input.mode === "soft" ? { restorable_until: restorableUntil(new Date(), caller.plan) } : {}),
+      ...(input.mode === "soft" && ownMedia > 0 && !input.cascadeMedia ? { blocked: "collection_not_empty: pass cascade_media=true or mode=hard" } : {}),
+    };
+  }
+  if (input.mode === "hard") {
+    if (!input.confirm) {
+      throw new AppError("confirmation_required", "A hard delete removes the collection, its sub-collections and their media permanently; pass confirm=true (or dry_run=true to preview).", { field: "confirm" });
+    }
+    // Media first (their stored objects go after the rows, through the bus), then the rows.
+    await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "hard" });
+    await db.transaction(async (trx) => {
+      const covers = await trx("collections").whereIn("id", ids).select("thumbnail_url", "cover_thumbnail_url");
+      await orphanObjects(deps, trx, covers.flatMap((c) => [c.thumbnail_url, c.cover_thumbnail_url]));
+      await trx("collections").whereIn("id", ids).update({ parent_id: null });
+      await trx("collections").whereIn("id", ids).delete();
+      await emitUpdated(deps, trx, row, "deleted");
+    });
+    deps.ctx.bus.flush();
+    return { deleted: true, mode: "hard", collection_id: id, removed_collection_ids: ids, removed_media: totalMedia };
+  }
+  if (ownMedia > 0 && !input.cascadeMedia) {
+    throw new AppError("collection_not_empty", `Collection ${id} holds ${ownMedia} media item(s); pass cascade_media=true to soft-delete them with it, or mode=hard.`, { media_count: ownMedia });
+  }
+  const deletedAt = new Date();
+  await db.transaction(async (trx) => {
+    await trx("collections").where({ id }).update({ is_deleted: true, deleted_at: deletedAt, deleted_with: null, updated_at: deletedAt });
+    const rest = ids.filter((x) => x !== id);
+    if (rest.length) await trx("collections").whereIn("id", rest).update({ is_deleted: true, deleted_at: deletedAt, deleted_with: id, updated_at: deletedAt });
+    // Always: besides the media inside, a sub-collection's link row in its parent is hidden too.
+    await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "soft" });
+    await emitUpdated(deps, trx, row, "deleted");
+  });
+  deps.ctx.bus.flush();
+  return {
+    deleted: true,
+    mode: "soft",
+    collection_id: id,
+    deleted_collection_ids: ids,
+    deleted_media: totalMedia,
+    restorable_until: restorableUntil(deletedAt, caller.plan),
+  };
+}
+
+export async function restoreCollection(deps: Deps, caller: Caller, id: number, input: { dryRun: boolean }, now = new Date()) {
+  const { db } = deps;
+  const row = await findCollection(db, id);
+  if (!row) {
+    const purged = await db("purged_collections").where({ id }).first();
+    if (purged && purged.user_id === caller.userId) throw new AppError("restore_window_expired", `Collection ${id} was purged after its restore window.`);
+    throw notFound(id);
+  }
+  if (row.user_id !== caller.userId) throw new AppError("forbidden", `Collection ${id} is not owned by the caller.`);
+  if (!row.is_deleted) throw new AppError("invalid_request", `Collection ${id} is not deleted.`, { field: "collection_id" });
+  if (row.deleted_with !== null) throw new AppError("invalid_request", `Collection ${id} was deleted with collection ${row.deleted_with}; restore that one.`, { field: "collection_id", deleted_with: row.deleted_with });
+  const until = restorableUntil(row.deleted_at!, caller.plan);
+  if (until.getTime() <= now.getTime()) {
+    throw new AppError("restore_window_expired", `Collection ${id} was deleted on ${row.deleted_at!.toISOString()}; the ${caller.plan} plan keeps it restorable until ${until.toISOString()}.`, { restorable_until: until.toISOString() });
+  }
+  if (input.dryRun) return { dry_run: true, restorable_until: until, collection: collectionJson(row, deps.appUrl) };
+  const ids: number[] = [id, ...(await db("collections").where({ deleted_with: id }).pluck("id")).map(Number)];
+  try {
+    const restored = await db.transaction(async (trx) => {
+      await trx("collections").whereIn("id", ids).update({ is_deleted: false, deleted_at: null, deleted_with: null, updated_at: now });
+      await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "restore" });
+      const r = (await trx("collections").where({ id }).first(COLLECTION_COLUMNS))!;
+      await emitUpdated(deps, trx, r, "restored");
+      return r;
+    });
+    deps.ctx.bus.flush();
+    return { restored: true, collection: collectionJson(restored, deps.appUrl), restored_collection_ids: ids, restorable_until: until };
+  } catch (err) {
+    if (isUniqueViolation(err)) {
+      // Media were restored inside the failed transaction's window: soft-delete them again.
+      await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "soft" }).catch(() => {});
+      throw duplicateName(row.name, row.parent_id);
+    }
+    throw err;
+  }
+}
+
+/**
+ * The retention job: purges soft-deleted collections whose plan window has elapsed at `now`
+ * (with their sub-collections and media), leaving a tombstone so a late restore answers 410.
+ */
+export async function purgeExpired(deps: Deps, now = new Date()): Promise<{ purged: number }> {
+  const { db } = deps;
+  const roots: Array<Pick<CollectionRow, "id" | "user_id" | "deleted_at">> = await db("collections")
+    .where({ is_deleted: true }).whereNull("deleted_with").where("deleted_at", "<", now).select("id", "user_id", "deleted_at");
+  if (!roots.length) return { purged: 0 };
+  const owners = [...new Set(roots.map((r) => r.user_id))];
+  const plans = new Map<string, Plan>();
+  for (let i = 0; i < owners.length; i += 500) {
+    const res = await deps.auth.getUsers({ userIds: owners.slice(i, i + 500) });
+    for (const u of res.users) plans.set(u.userId, u.plan as Plan);
+  }
+  let purged = 0;
+  for (const root of roots) {
+    const until = restorableUntil(root.deleted_at!, plans.get(root.user_id) ?? "free");
+    if (until.getTime() > now.getTime()) continue;
+    const ids = await subtreeIds(db, root.id, { includeDeleted: true });
+    await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "hard" });
+    await db.transaction(async (trx) => {
+      const covers = await trx("collections").whereIn("id", ids).select("thumbnail_url", "cover_thumbnail_url");
+      await orphanObjects(deps, trx, covers.flatMap((c) => [c.thumbnail_url, c.cover_thumbnail_url]));
+      await trx("purged_collections").insert(ids.map((id) => ({ id, user_id: root.user_id }))).onConflict("id").ignore();
+      await trx("collections").whereIn("id", ids).update({ parent_id: null });
+      await trx("collections").whereIn("id", ids).delete();
+    });
+    purged += ids.length;
+  }
+  return { purged };
+}

@@ -1,0 +1,39 @@
+/** Static assets of the player (text-note placeholder thumbnails), served from services/gateway/assets. */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { readFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { extname, resolve, sep } from "node:path";
+
+const ROOT = fileURLToPath(new URL("../assets/", import.meta.url));
+const TYPES: Record<string, string> = { ".webp": "image/webp", ".png": "image/png", ".svg": "image/svg+xml" };
+
+export const ASSETS_PREFIX = "/assets/";
+
+export function createAssetHandler() {
+  const cache = new Map<string, { body: Buffer; etag: string; type: string }>();
+  return async function handleAsset(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const file = resolve(ROOT, decodeURIComponent(path.slice(ASSETS_PREFIX.length)));
+    const type = TYPES[extname(file)];
+    if (!file.startsWith(ROOT.endsWith(sep) ? ROOT : ROOT + sep) || !type || (req.method !== "GET" && req.method !== "HEAD")) {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: "not_found", detail: `No asset at ${path}.` }));
+      return;
+    }
+    let hit = cache.get(file);
+    if (!hit) {
+      try {
+        const body = await readFile(file);
+        hit = { body, etag: `"${createHash("sha256").update(body).digest("hex").slice(0, 32)}"`, type };
+        cache.set(file, hit);
+      } catch {
+        res.writeHead(404, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: "not_found", detail: `No asset at ${path}.` }));
+        return;
+      }
+    }
+    if (req.headers["if-none-match"] === hit.etag) { res.writeHead(304, { etag: hit.etag }); res.end(); return; }
+    res.writeHead(200, { "content-type": hit.type, "content-length": hit.body.length, etag: hit.etag, "cache-control": "public, max-age=86400" });
+    res.end(req.method === "HEAD" ? undefined : hit.body);
+  };
+}

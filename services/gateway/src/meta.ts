@@ -1,0 +1,88 @@
+/** The meta operations, answered by the gateway from its registry. */
+import { AppError, STATUS_OF, type Caller } from "@cms/platform";
+import { SCHEMA_VERSION, type OpEntry, type OpRegistry } from "./registry.js";
+
+function entry(op: OpEntry) {
+  return {
+    name: op.name,
+    summary: op.summary,
+    scopes: op.scopes,
+    ...(op.conditionalScopes.length ? { conditional_scopes: op.conditionalScopes } : {}),
+    mutating: op.mutating,
+    anonymous: op.anonymous,
+    ...(op.adminOnly ? { admin_only: true } : {}),
+    ...(op.deprecatedAliasOf ? { deprecated: true, deprecated_alias_of: op.deprecatedAliasOf } : {}),
+    ...(op.streamsObject ? { response: "raw bytes of the stored file (Content-Type, Content-Length, ETag, Range)" } : {}),
+    mcp_tool: op.name.replaceAll(".", "_"),
+    request_schema: { ...op.requestSchema, properties: { op: { const: op.name }, ...(op.requestSchema.properties as object) }, required: ["op", ...((op.requestSchema.required as string[]) ?? [])] },
+  };
+}
+
+export type MetaHandler = (body: Record<string, unknown>, caller: Caller | undefined) => Record<string, unknown>;
+
+export function createMeta(registry: OpRegistry, origins: { baseUrl: string; appUrl: string; mcpUrl: string }): Record<string, MetaHandler> {
+  const operations = registry.all().map((op) => ({ name: op.name, scopes: op.scopes }));
+  const operationsBody = { operations, count: operations.length, version: SCHEMA_VERSION };
+  // Built on first use: with PORT=0 the origins are known only once the gateway listens.
+  let schemaBody: Record<string, unknown> | undefined;
+  const schema = () => (schemaBody ??= {
+    version: SCHEMA_VERSION,
+    endpoint: `${origins.baseUrl}/functions/v1/thirdparty-v1`,
+    mcp_endpoint: `${origins.mcpUrl}/mcp`,
+    authentication: {
+      bearer: "Authorization: Bearer <access token>",
+      api_key_header: "apikey",
+      scopes: ["collections:read", "collections:write", "collections:delete", "media:read", "media:write", "media:delete", "profile:write"],
+    },
+    conventions: {
+      success: "HTTP 200 with a JSON object; a single resource under its singular name, a list under its plural name with pagination {limit, offset, total} where the operation pages.",
+      error: "{\"error\": code, \"detail\": sentence, ...extra fields}",
+      idempotency: "Mutating operations accept idempotency_key (<=128 chars). The response is stored 24 hours per (user, op, key); a replay with the same body returns it byte for byte; a different body gives 409 idempotency_key_reused.",
+      unknown_fields: "400 invalid_request with field naming the unknown field.",
+      rate_limit: "Requests per minute per user; 429 rate_limited with Retry-After.",
+    },
+    errors: Object.fromEntries(Object.entries(STATUS_OF).map(([code, status]) => [code, { status }])),
+    // Choices where the contract is silent (conventions.md asks for them to be written here).
+    decisions: {
+      "collections.delete": "mode=soft (default) needs cascade_media=true when the collection holds media (409 collection_not_empty with media_count); mode=hard needs confirm=true (400 confirmation_required); dry_run=true changes nothing and returns would_delete. Sub-collections are deleted and restored with their parent.",
+      "collections.restore": "Window after deletion: free 7 days, paid 7 days, founding 30 days; dry_run=true returns restorable_until without restoring; confirm is not required. Past the window (or after the hourly purge): 410 restore_window_expired. A name taken meanwhile: 409 duplicate_collection_name.",
+      "collections.search": "own/shared match name, description and tags by substring, accent-insensitively, with trigram word similarity >= 0.5 and full text; public/following/liked match every query word (full text) or a substring of the name, and show only published public collections (public scope: also searchable, of other users). Default limit 20.",
+      "collections.browse": "Default limit 20; views and likes orders are descending, recent is by publication time.",
+      "collections.like": "Only published collections with share_access_level public can be liked (400 invalid_request otherwise; 404 when not visible to the caller).",
+      "views": "A read (collections.get, collections.get_by_slug) of a published public collection by anyone but its owner counts one view.",
+      "collections.publish": "Slugs are normalized to lowercase ASCII letters, digits and single hyphens; they stay reserved on the account forever.",
+      "collaborators.invite": "Caps per inviter: 15 per rolling hour, 50 per rolling 24 hours; 20 pending per collection. A breach is 429 rate_limited with cap (invites_per_hour, invites_per_24_hours, pending_per_collection) and, for the time caps, retry_after_seconds. Re-inviting a pending invitee resets its flags to the defaults given.",
+      "media.delete": "mode=hard (default) needs confirm=true (400 confirmation_required); mode=soft does not; dry_run=true previews. Sub-collection link rows are not deleted through media.delete. Stored files go after their rows, unless a copy still uses them.",
+      "media.list": "limit 1-500 (default 100). Empty pages carry hint, plus also_archived or also_without_filters counts.",
+      "media.search": "Matches a substring of name, description or tags (accent-insensitive) or a tag equal to a query word; searches the caller's own collections, or the collection_id given (any collection the caller may read). limit 1-500 (default 100).",
+      "media.create": "A web page (text/html) stays an external link with viewer website, its og:image/twitter:image becoming the thumbnail; video-hosting pages always do. Other URLs are downloaded (up to 100 MiB) and the viewer comes from the sniffed MIME type.",
+      scopes: "media.delete needs media:delete, a scope beyond the contract's list of six.",
+      "media.upload": "Base64 may contain whitespace and the URL-safe alphabet, padding optional; any other character is refused naming it and its 0-based position. 100 KB decoded at most.",
+      "media.get_upload_url": "content_length is optional; the grant lasts UPLOAD_GRANT_TTL_MS (15 min) and binds one store key, content type (and length). purpose=media with name creates the row at once (one-call flow); its size, type and thumbnails are filled in when the bytes land. A used upload URL answers 409 on a second PUT.",
+      "media.upload_begin": "Chunks up to 8 MiB (16384 recommended) are kept in PostgreSQL until upload_finish; quotas per user (USER_STORAGE_QUOTA_BYTES, default 10 GiB) and per collection (COLLECTION_STORAGE_QUOTA_BYTES, default 2 GiB) give 413 payload_too_large naming the quota. Sessions expire after UPLOAD_SESSION_TTL_MS (24 h).",
+      "media.download_url": "A GET URL on the API origin, valid DOWNLOAD_URL_TTL_MS (5 min), no bearer needed.",
+    },
+    operations: registry.all().map(entry),
+  });
+  return {
+    ping: (_body, caller) => ({
+      ok: true,
+      version: SCHEMA_VERSION,
+      time: new Date().toISOString(),
+      ...(caller ? { user: { user_id: caller.userId, username: caller.username }, scopes: caller.scopes } : {}),
+    }),
+    "operations.list": () => operationsBody,
+    "operation.describe": (body) => {
+      const name = String(body.operation ?? "");
+      const op = registry.get(name);
+      if (!op) {
+        throw new AppError("not_found", `No operation named "${name}". Names use dot notation (MCP tool names use underscores).`, {
+          did_you_mean: registry.nearest(name),
+          allowed_operations: registry.names(),
+        });
+      }
+      return { operation: entry(op) };
+    },
+    "schema.get": () => schema(),
+  };
+}

@@ -1,0 +1,27 @@
+/** The gateway schema: shared rate-limit windows and idempotency records. */
+import type { MigrationList } from "@cms/platform";
+
+export const gatewayMigrations: MigrationList = [
+  ["20261122000000_rate_limits_idempotency", {
+    async up(knex) {
+      await knex.schema.createTable("rate_limits", (t) => {
+        t.text("key").notNullable();
+        t.timestamp("window_start", { useTz: true }).notNullable();
+        t.integer("count").notNullable();
+        t.primary(["key", "window_start"]);
+      });
+      await knex.schema.createTable("idempotency_keys", (t) => {
+        t.text("user_id").notNullable();
+        t.text("op").notNullable();
+        t.text("key").notNullable();
+        t.text("request_hash").notNullable();
+        t.text("state").notNullable();
+        t.integer("status");
+        t.text("response");
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.primary(["user_id", "op", "key"]);
+        t.index(["created_at"]);
+      });
+    },
+  }],
+];

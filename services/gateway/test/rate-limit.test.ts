@@ -1,0 +1,119 @@
+/** Fixed one-minute windows: the in-memory limiter and the shared PostgreSQL one. */
+import test from "ava";
+import type { Knex } from "knex";
+import { createDb, migrate } from "@cms/platform";
+import { freshDatabase } from "../../../test/helpers/system.ts";
+import { gatewayMigrations } from "../src/migrations.ts";
+import { createMemoryRateLimiter, createPgRateLimiter, decide, type RateLimiter } from "../src/rate-limit.ts";
+
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+let database: { url: string; drop(): Promise<void> } | undefined;
+let db: Knex | undefined;
+
+test.before(async () => {
+  database = await freshDatabase(adminUrl);
+  db = createDb(database.url, "gateway", 5);
+  await migrate(db, "gateway", gatewayMigrations);
+});
+test.after.always(async () => {
+  await db?.destroy();
+  await database?.drop();
+});
+
+// A window boundary far from "now", so that the explicit clock decides everything.
+const W0 = Date.UTC(2031, 4, 6, 12, 0, 0);
+
+test("decide", (t) => {
+  t.deepEqual(decide(1, 3, W0, W0 + 15_000), { allowed: true, limit: 3, remaining: 2, resetMs: 45_000 });
+  t.deepEqual(decide(3, 3, W0, W0), { allowed: true, limit: 3, remaining: 0, resetMs: 60_000 });
+  t.deepEqual(decide(4, 3, W0, W0 + 59_999), { allowed: false, limit: 3, remaining: 0, resetMs: 1 });
+});
+
+type Make = (limit: number) => RateLimiter;
+const impls: Array<[string, Make]> = [
+  ["memory", (limit) => createMemoryRateLimiter(limit)],
+  ["pg", (limit) => createPgRateLimiter(db!, limit)],
+];
+
+let n = 0;
+/** A key no other test uses (the pg table is shared by the tests of this file). */
+const freshKey = (label: string) => `u:${label}-${process.pid}-${++n}`;
+
+for (const [kind, make] of impls) {
+  test(`[${kind}] a limit of N allows N requests in a window, then refuses`, async (t) => {
+    const rl = make(3);
+    t.teardown(() => rl.stop());
+    const key = freshKey("n");
+    const now = W0 + 10_000;
+    const seen = [];
+    for (let i = 0; i < 5; i++) seen.push(await rl.hit(key, now + i));
+    t.deepEqual(seen.map((d) => d.allowed), [true, true, true, false, false]);
+    t.deepEqual(seen.map((d) => d.remaining), [2, 1, 0, 0, 0]);
+    t.true(seen.every((d) => d.limit === 3));
+    t.is(seen[0]!.resetMs, 50_000);
+    t.is(seen[4]!.resetMs, 49_996);
+  });
+
+  test(`[${kind}] a new minute window starts afresh`, async (t) => {
+    const rl = make(2);
+    t.teardown(() => rl.stop());
+    const key = freshKey("w");
+    t.true((await rl.hit(key, W0 + 1_000)).allowed);
+    t.true((await rl.hit(key, W0 + 2_000)).allowed);
+    t.false((await rl.hit(key, W0 + 59_999)).allowed, "still the same window");
+    const next = await rl.hit(key, W0 + 60_000);
+    t.true(next.allowed, "the next window resets the count");
+    t.is(next.remaining, 1);
+    t.is(next.resetMs, 60_000);
+    t.true((await rl.hit(key, W0 + 61_000)).allowed);
+    t.false((await rl.hit(key, W0 + 62_000)).allowed);
+  });
+
+  test(`[${kind}] keys are independent`, async (t) => {
+    const rl = make(1);
+    t.teardown(() => rl.stop());
+    const a = freshKey("a");
+    const b = freshKey("b");
+    t.true((await rl.hit(a, W0)).allowed);
+    t.false((await rl.hit(a, W0)).allowed);
+    const first = await rl.hit(b, W0);
+    t.true(first.allowed);
+    t.is(first.remaining, 0);
+    t.false((await rl.hit(b, W0)).allowed);
+  });
+}
+
+test("[pg] two limiters (replicas) share one count", async (t) => {
+  const r1 = createPgRateLimiter(db!, 3);
+  const r2 = createPgRateLimiter(db!, 3);
+  t.teardown(() => { r1.stop(); r2.stop(); });
+  const key = freshKey("shared");
+  t.is((await r1.hit(key, W0)).remaining, 2);
+  t.is((await r2.hit(key, W0)).remaining, 1);
+  t.is((await r1.hit(key, W0)).remaining, 0);
+  t.false((await r2.hit(key, W0)).allowed);
+});
+
+test("[pg] 20 concurrent hits on one key count exactly 20", async (t) => {
+  const rl = createPgRateLimiter(db!, 10);
+  t.teardown(() => rl.stop());
+  const key = freshKey("burst");
+  const now = W0 + 30_000;
+  const decisions = await Promise.all(Array.from({ length: 20 }, () => rl.hit(key, now)));
+  t.is(decisions.filter((d) => d.allowed).length, 10, "exactly the limit is allowed");
+  const row = await db!("rate_limits").where({ key }).first();
+  t.is(row.count, 20);
+  t.is(new Date(row.window_start).getTime(), W0);
+  // Each hit saw a distinct count 1..20 (remaining is limit - count, floored at 0).
+  t.deepEqual(decisions.map((d) => d.remaining).sort((a, b) => b - a), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+  t.is((await rl.hit(key, now)).allowed, false);
+  t.is((await db!("rate_limits").where({ key }).first()).count, 21);
+});
+
+test("[memory] 20 concurrent hits on one key count exactly 20", async (t) => {
+  const rl = createMemoryRateLimiter(10);
+  t.teardown(() => rl.stop());
+  const decisions = await Promise.all(Array.from({ length: 20 }, () => rl.hit("k", W0)));
+  t.is(decisions.filter((d) => d.allowed).length, 10);
+  t.deepEqual(decisions.map((d) => d.remaining), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+});

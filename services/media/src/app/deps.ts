@@ -1,0 +1,73 @@
+/** What the media application functions need: the db, the store, and the permission check. */
+import type { Knex } from "knex";
+import type { Client } from "@connectrpc/connect";
+import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
+import { AppError, EVENTS, type Caller, type ServiceContext } from "@cms/platform";
+import type { MediaRow } from "../domain/media-json.js";
+
+export interface Deps {
+  ctx: ServiceContext;
+  db: Knex;
+  collections: Client<typeof CollectionsService>;
+}
+
+export function createDeps(ctx: ServiceContext): Deps {
+  return { ctx, db: ctx.db, collections: ctx.clients.get(CollectionsService) };
+}
+
+export type Db = Knex | Knex.Transaction;
+
+/** read, upload (can_upload), edit (can_edit), delete (can_delete), owner (owner only). */
+export type Action = "read" | "upload" | "edit" | "delete" | "owner";
+
+export interface Access { ownerUserId: string; isOwner: boolean; isArchived: boolean }
+
+/**
+ * Asks the collections service, the one place that decides, whether the caller may act on the
+ * collection. Nothing is cached: a revoked collaborator is refused on the next call.
+ */
+export async function authorize(deps: Deps, caller: Caller, collectionId: number, action: Action): Promise<Access> {
+  const res = await deps.collections.checkAccess({ userId: caller.userId, collectionId: BigInt(collectionId), action });
+  if (!res.exists || res.isDeleted) throw new AppError("not_found", `Collection ${collectionId} does not exist or is not accessible.`);
+  if (!res.allowed) {
+    if (res.deniedPermission) {
+      throw new AppError("insufficient_permission", `As a collaborator on collection ${collectionId} you lack ${res.deniedPermission}; ask the owner to grant it. Do not retry.`, { permission: res.deniedPermission });
+    }
+    throw new AppError("forbidden", `Collection ${collectionId} is not owned by or shared with the caller.`);
+  }
+  return { ownerUserId: res.ownerUserId, isOwner: res.isOwner, isArchived: res.isArchived };
+}
+
+export async function findMedia(db: Db, id: number, opts: { forUpdate?: boolean } = {}): Promise<MediaRow | undefined> {
+  const q = db("media").where({ id }).first();
+  if (opts.forUpdate) q.forUpdate();
+  return q;
+}
+
+/** A media row the caller may act on; deleted rows only with allowDeleted. */
+export async function mediaFor(deps: Deps, caller: Caller, id: number, action: Action, opts: { allowDeleted?: boolean } = {}): Promise<{ row: MediaRow; access: Access }> {
+  const row = await findMedia(deps.db, id);
+  if (!row || (row.is_deleted && !opts.allowDeleted)) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
+  const access = await authorize(deps, caller, Number(row.collection_id), action);
+  return { row, access };
+}
+
+/** collection.updated for the media's collection, in the caller's transaction. */
+export async function emitUpdated(deps: Deps, trx: Db, collectionId: number, kind: string): Promise<void> {
+  await deps.ctx.bus.enqueue(trx, EVENTS.collectionUpdated, { collection_id: collectionId, kind, occurred_at: new Date().toISOString() });
+}
+
+/**
+ * Stored objects no remaining row references, removed through the outbox after this commit
+ * (copies share their objects, so a key goes only with its last row).
+ */
+export async function orphanUnreferenced(deps: Deps, trx: Db, keys: string[]): Promise<void> {
+  if (!keys.length) return;
+  const { rows } = await trx.raw(
+    `SELECT k FROM unnest(?::text[]) AS k WHERE NOT EXISTS (
+       SELECT 1 FROM media m WHERE m.main_url = k OR m.thumbnail_url = k OR m.background_image_url = k)`,
+    [keys],
+  );
+  const orphaned = rows.map((r: { k: string }) => r.k);
+  if (orphaned.length) await deps.ctx.bus.enqueue(trx, EVENTS.objectsOrphaned, { store_keys: orphaned });
+}

@@ -1,0 +1,127 @@
+/**
+ * Reading stored files: media.download (the gateway streams the object this answers with),
+ * media.download_url (a signed GET link on the API origin), the chunked download
+ * (media.download_begin / download_chunk, sessions in PostgreSQL) and the objects behind
+ * describe's proxy URLs. Only object-store-backed files are downloadable.
+ */
+import { randomUUID } from "node:crypto";
+import { AppError, isStoreKey, signGrant, type Caller, type Grant } from "@cms/platform";
+import type { MediaRow } from "../domain/media-json.js";
+import { TEXT_NOTE_URL } from "../domain/rules.js";
+import { CHUNK_BYTES, CHUNKED_MAX_BYTES, chunkCount, chunkRange, filenameOfKey } from "../domain/transfer-rules.js";
+import { mediaFor, type Deps } from "./deps.js";
+import { finalizedRow } from "./uploads.js";
+import { hashObject } from "./stored-files.js";
+
+export const DOWNLOAD_PREFIX = "/storage/v1/download/";
+
+/** What the gateway streams: one stored object and how to label it. */
+export interface ObjectRef { store_key: string; content_type: string | null; filename: string; sha256: string | null }
+
+export interface DownloadGrant extends Grant { purpose: "download"; key: string; content_type: string | null; filename: string; media_id: number }
+
+/** The row's stored file, refusing text notes, sub-collection links, links and missing bytes. */
+async function storedFileOf(deps: Deps, row: MediaRow): Promise<{ row: MediaRow; ref: ObjectRef }> {
+  if (row.linked_collection_id !== null) {
+    throw new AppError("invalid_request", `Media ${row.id} is a sub-collection link, not a file; open collection ${row.linked_collection_id} with collections.get.`, { field: "media_id", kind: "collection_link" });
+  }
+  if (row.main_url === TEXT_NOTE_URL) {
+    throw new AppError("invalid_request", `Media ${row.id} is an inline text note, not a stored file; read it with media.text_note.get.`, { field: "media_id", kind: "text_note" });
+  }
+  if (!isStoreKey(row.main_url)) {
+    throw new AppError("invalid_request", `Media ${row.id} is an external link (${row.main_url}), not a stored file; fetch main_url directly.`, { field: "media_id", kind: "external_link", main_url: row.main_url });
+  }
+  const { row: current, pending } = await finalizedRow(deps, row);
+  if (pending) throw new AppError("conflict", `The file of media ${row.id} has not been uploaded yet: PUT it to the upload URL media.get_upload_url returned.`, { field: "media_id" });
+  return { row: current, ref: { store_key: current.main_url, content_type: current.mime_type, filename: filenameOfKey(current.main_url), sha256: current.sha256 } };
+}
+
+export async function downloadMedia(deps: Deps, caller: Caller, id: number) {
+  const { row } = await mediaFor(deps, caller, id, "read");
+  const { ref } = await storedFileOf(deps, row);
+  return { object: ref, media_id: id };
+}
+
+export async function downloadUrl(deps: Deps, caller: Caller, id: number) {
+  const { row } = await mediaFor(deps, caller, id, "read");
+  const { row: current, ref } = await storedFileOf(deps, row);
+  const { config } = deps.ctx;
+  const expiresAt = new Date(Date.now() + config.downloadUrlTtlMs);
+  const grant: DownloadGrant = { purpose: "download", exp: expiresAt.getTime(), key: ref.store_key, content_type: ref.content_type, filename: ref.filename, media_id: id };
+  const token = signGrant(config.grantSecret!, grant);
+  return {
+    url: `${config.baseUrl}${DOWNLOAD_PREFIX}${token}/${encodeURIComponent(ref.filename)}`,
+    method: "GET",
+    expires_at: expiresAt,
+    media_id: id,
+    filename: ref.filename,
+    content_type: ref.content_type,
+    size_bytes: current.size_bytes,
+    hint: "GET the url with no Authorization header before expires_at; it supports Range requests.",
+  };
+}
+
+export async function beginDownload(deps: Deps, caller: Caller, id: number) {
+  const { row } = await mediaFor(deps, caller, id, "read");
+  const { row: current, ref } = await storedFileOf(deps, row);
+  const info = await deps.ctx.store.head(ref.store_key);
+  if (!info) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
+  if (info.size > CHUNKED_MAX_BYTES) {
+    throw new AppError("invalid_request", `The file has ${info.size} bytes; the chunked download takes files up to ${CHUNKED_MAX_BYTES} bytes. Use media.download or media.download_url.`, { field: "media_id", size_bytes: info.size });
+  }
+  let sha256 = current.sha256;
+  if (!sha256) {
+    const hashed = await hashObject(deps, ref.store_key);
+    if (!hashed) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
+    sha256 = hashed.sha256;
+    // Remembered on the row: the object under a key never changes.
+    await deps.db("media").where({ id, main_url: ref.store_key }).whereNull("sha256").update({ sha256 });
+  }
+  const downloadId = randomUUID();
+  const expiresAt = new Date(Date.now() + deps.ctx.config.uploadSessionTtlMs);
+  const contentType = ref.content_type ?? info.contentType;
+  await deps.db("download_sessions").insert({
+    id: downloadId, user_id: caller.userId, media_id: id, store_key: ref.store_key, content_type: contentType, content_length: info.size,
+    sha256, chunk_bytes: CHUNK_BYTES, expires_at: expiresAt,
+  });
+  return {
+    download_id: downloadId, media_id: id, content_type: contentType, content_length: info.size, sha256, chunk_bytes: CHUNK_BYTES,
+    chunk_count: chunkCount(info.size), expires_at: expiresAt, filename: ref.filename,
+  };
+}
+
+export async function downloadChunk(deps: Deps, caller: Caller, downloadId: string, index: number) {
+  const s = await deps.db("download_sessions").where({ id: downloadId }).first();
+  if (!s || s.user_id !== caller.userId || new Date(s.expires_at).getTime() <= Date.now()) {
+    throw new AppError("not_found", `Download ${downloadId} does not exist or expired; open one with media.download_begin.`, { field: "download_id" });
+  }
+  // Permission is checked on every chunk: a revoked reader is refused at once.
+  const { row } = await mediaFor(deps, caller, Number(s.media_id), "read");
+  if (row.main_url !== s.store_key) throw new AppError("conflict", `Media ${s.media_id} was replaced after the download began; begin again.`, { field: "download_id" });
+  const size = Number(s.content_length);
+  const range = chunkRange(index, size, Number(s.chunk_bytes));
+  const obj = await deps.ctx.store.get(s.store_key, range);
+  if (!obj) throw new AppError("not_found", `The stored file of media ${s.media_id} is missing.`, { field: "download_id" });
+  const parts: Buffer[] = [];
+  for await (const c of obj.body) parts.push(c as Buffer);
+  const bytes = Buffer.concat(parts);
+  const count = chunkCount(size, Number(s.chunk_bytes));
+  return {
+    download_id: downloadId, index, content_base64: bytes.toString("base64"), content_length: bytes.length,
+    chunk_count: count, is_last: index === count - 1,
+  };
+}
+
+const PART_COLUMN = { main: "main_url", thumbnail: "thumbnail_url", background: "background_image_url" } as const;
+
+/** The object behind a describe proxy URL (/storage/v1/media/<id>/<part>). */
+export async function resolveMediaObject(deps: Deps, caller: Caller, id: number, part: keyof typeof PART_COLUMN) {
+  const { row } = await mediaFor(deps, caller, id, "read");
+  if (part === "main") {
+    const { ref } = await storedFileOf(deps, row);
+    return { object: ref };
+  }
+  const key = row[PART_COLUMN[part]];
+  if (!key || !isStoreKey(key)) throw new AppError("not_found", `Media ${id} has no stored ${part} image.`, { field: "part" });
+  return { object: { store_key: key, content_type: null, filename: filenameOfKey(key), sha256: null } satisfies ObjectRef };
+}

@@ -1,0 +1,71 @@
+/**
+ * Drop links (media.drop_link): a page on the API origin a person opens in a browser to drop
+ * files into one collection. The link carries a signed "drop" grant naming the collection and
+ * the user who minted it; it expires (default one hour) and is good for nothing else. The
+ * gateway serves the page and streams the files to the store; this side checks the grant and
+ * the user's upload permission (again, on every use) and makes each stored file a media item.
+ */
+import { AppError, isStoreKey, signGrant, verifyGrant, type Caller, type Grant } from "@cms/platform";
+import { MAX_PUT_BYTES } from "@cms/platform/upload-urls";
+import { mediaJson } from "../domain/media-json.js";
+import { authorize, type Deps } from "./deps.js";
+import { callerOfUser, createItemFromStored, itemName, removeObjects } from "./stored-files.js";
+
+export const DROP_PREFIX = "/drop/";
+export const DROP_LINK_DEFAULT_SECONDS = 3600;
+/** A file whose upload began before the link expired may still finish within this time. */
+const IN_FLIGHT_GRACE_MS = 10 * 60_000;
+
+export interface DropGrant extends Grant { purpose: "drop"; collection_id: number; user_id: string }
+
+export async function createDropLink(deps: Deps, caller: Caller, collectionId: number, expiresInSeconds: number | undefined) {
+  await authorize(deps, caller, collectionId, "upload");
+  const seconds = expiresInSeconds ?? DROP_LINK_DEFAULT_SECONDS;
+  const expiresAt = new Date(Date.now() + seconds * 1000);
+  const grant: DropGrant = { purpose: "drop", exp: expiresAt.getTime(), collection_id: collectionId, user_id: caller.userId };
+  const token = signGrant(deps.ctx.config.grantSecret!, grant);
+  return {
+    url: `${deps.ctx.config.baseUrl}${DROP_PREFIX}${token}`,
+    collection_id: collectionId,
+    expires_at: expiresAt,
+    expires_in_seconds: seconds,
+    max_bytes: MAX_PUT_BYTES,
+    hint: "Open the url in a browser and drop or pick files; each becomes a media item of the collection. The link works only for this collection and expires at expires_at.",
+  };
+}
+
+function keyPrefix(grant: DropGrant): string {
+  return `store://${grant.user_id}/${grant.collection_id}/`;
+}
+
+/** CheckDropGrant: the grant verifies and its user may still upload into the collection. */
+export async function checkDropGrant(deps: Deps, token: string) {
+  const grant = verifyGrant<DropGrant>(deps.ctx.config.grantSecret!, token, "drop");
+  await authorize(deps, callerOfUser(grant.user_id), grant.collection_id, "upload");
+  return { collection_id: grant.collection_id, key_prefix: keyPrefix(grant), expires_at: new Date(grant.exp), max_bytes: MAX_PUT_BYTES };
+}
+
+/** AdoptDroppedFile: the gateway stored a dropped file under the grant's key prefix. */
+export async function adoptDroppedFile(deps: Deps, input: { grant: string; storeKey: string; filename?: string; sha256?: string }) {
+  let grant: DropGrant;
+  try {
+    grant = verifyGrant<DropGrant>(deps.ctx.config.grantSecret!, input.grant, "drop", Date.now() - IN_FLIGHT_GRACE_MS);
+  } catch (err) {
+    await removeObjects(deps, [input.storeKey]);
+    throw err;
+  }
+  if (!isStoreKey(input.storeKey) || !input.storeKey.startsWith(keyPrefix(grant)) || input.storeKey.slice(keyPrefix(grant).length).includes("/")) {
+    throw new AppError("forbidden", "The dropped file's key is outside the drop link's collection.");
+  }
+  const caller = callerOfUser(grant.user_id);
+  try {
+    const access = await authorize(deps, caller, grant.collection_id, "upload");
+    const row = await createItemFromStored(deps, caller, access.ownerUserId, grant.collection_id, input.storeKey, {
+      name: itemName(undefined, input.filename), description: null, tags: [], sha256: input.sha256 ?? null,
+    });
+    return { media: mediaJson(row) };
+  } catch (err) {
+    await removeObjects(deps, [input.storeKey]);
+    throw err;
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * Bringing content in: a source_url that is a web page stays an external link (its preview
+ * image becomes the thumbnail), a file URL is downloaded into the object store, an object-store
+ * key from an upload is checked and adopted. MIME types are sniffed from the bytes. Raster
+ * images get a 200 px WebP thumbnail and an 800 px WebP background. Every fetch is SSRF-guarded.
+ */
+import { Parser } from "htmlparser2";
+import { fileTypeFromBuffer } from "file-type";
+import { AppError, ImageError, OutboundError, fetchStream, freshStoreKey, isRasterImage, isStoreKey, mediaThumbnails, objectKeyOf, safeFetch, type Caller } from "@cms/platform";
+import { isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
+import { mimeOfUnsignedBytes } from "../domain/transfer-rules.js";
+import type { Deps } from "./deps.js";
+
+export const MAX_DOWNLOAD_BYTES = 100 * 1024 * 1024;
+const MAX_PAGE_BYTES = 2 * 1024 * 1024;
+const MAX_IMAGE_BYTES = 30 * 1024 * 1024;
+
+export interface Ingested {
+  main_url: string;
+  viewer: string;
+  mime_type: string | null;
+  size_bytes: number | null;
+  sha256: string | null;
+  /** Keys of the generated thumbnails, when there were any. */
+  thumbnail_url?: string;
+  background_image_url?: string;
+  /** The page's title, a name when none was given. */
+  title?: string;
+}
+
+function policy(deps: Deps) {
+  return { allowedHosts: deps.ctx.config.outboundAllowedHosts };
+}
+
+function fetchError(err: unknown, field: string): never {
+  if (err instanceof OutboundError) throw new AppError("invalid_request", `${field} could not be fetched: ${err.message}`, { field, reason: err.reason });
+  throw err;
+}
+
+
+
+async function readPrefix(deps: Deps, key: string, bytes: number): Promise<Buffer> {
+  const obj = await deps.ctx.store.get(key, { start: 0, end: bytes - 1 });
+  if (!obj) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of obj.body) {
+    chunks.push(c as Buffer);
+    n += (c as Buffer).length;
+    if (n >= bytes) break;
+  }
+  obj.body.destroy();
+  return Buffer.concat(chunks).subarray(0, bytes);
+}
+
+async function readAll(deps: Deps, key: string, max: number): Promise<Buffer> {
+  const obj = await deps.ctx.store.get(key);
+  if (!obj) throw new AppError("invalid_request", "The stored object is gone.", { field: "source_url" });
+  if (obj.info.size > max) { obj.body.destroy(); throw new ImageError(`image larger than ${max} bytes`); }
+  const chunks: Buffer[] = [];
+  for await (const c of obj.body) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** The MIME type of bytes from their first 4100: the signature, else the text rules. */
+export async function sniffBytes(head: Buffer, declared: string | undefined): Promise<string> {
+  const found = await fileTypeFromBuffer(head);
+  return found?.mime ?? mimeOfUnsignedBytes(head, declared);
+}
+
+/** The MIME type of stored bytes, sniffed; the declared type when the bytes say nothing. */
+export async function sniff(deps: Deps, key: string, declared: string | undefined): Promise<string> {
+  return sniffBytes(await readPrefix(deps, key, 4100), declared);
+}
+
+/** Stores the 200 px thumbnail and 800 px background of an image held in memory. */
+export async function storeThumbnails(deps: Deps, userId: string, collectionId: number, image: Buffer): Promise<{ thumbnail_url: string; background_image_url: string }> {
+  const { thumbnail, background } = await mediaThumbnails(image);
+  const thumbKey = freshStoreKey(userId, collectionId, "thumb.webp", "thumb.webp");
+  const bgKey = freshStoreKey(userId, collectionId, "bg.webp", "bg.webp");
+  await Promise.all([
+    deps.ctx.store.put(thumbKey, thumbnail, { contentType: "image/webp", contentLength: thumbnail.length }),
+    deps.ctx.store.put(bgKey, background, { contentType: "image/webp", contentLength: background.length }),
+  ]);
+  return { thumbnail_url: thumbKey, background_image_url: bgKey };
+}
+
+/** A store key the caller may adopt: theirs, or the collection owner's, and uploaded. */
+export function checkOwnKey(caller: Caller, ownerUserId: string, key: string, field: string): void {
+  let path: string;
+  try { path = objectKeyOf(key); } catch { throw new AppError("invalid_request", `${field} is not a valid object-store key.`, { field }); }
+  const user = path.split("/")[0];
+  if (user !== caller.userId && user !== ownerUserId) throw new AppError("forbidden", `${field} names an object of another user.`);
+}
+
+/** Thumbnails from an object-store key (media.thumbnail_finalize and automatic finalization). */
+export async function thumbnailsFromKey(deps: Deps, caller: Caller, ownerUserId: string, collectionId: number, key: string) {
+  checkOwnKey(caller, ownerUserId, key, "thumbnail_url");
+  let image: Buffer;
+  try {
+    image = await readAll(deps, key, MAX_IMAGE_BYTES);
+  } catch (err) {
+    if (err instanceof AppError) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
+    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is too large: ${err.message}`, { field: "thumbnail_url" });
+    throw err;
+  }
+  try {
+    return await storeThumbnails(deps, ownerUserId, collectionId, image);
+  } catch (err) {
+    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is not a processable raster image: ${err.message}`, { field: "thumbnail_url" });
+    throw err;
+  }
+}
+
+/** Thumbnails from an image URL (a page's preview image); failures leave the item without one. */
+async function thumbnailsFromUrl(deps: Deps, ownerUserId: string, collectionId: number, url: string) {
+  try {
+    const res = await safeFetch(url, { policy: policy(deps), maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
+    if (res.status !== 200) return undefined;
+    return await storeThumbnails(deps, ownerUserId, collectionId, res.body);
+  } catch (err) {
+    deps.ctx.log.info({ err: (err as Error).message, url }, "preview image not usable");
+    return undefined;
+  }
+}
+
+/** og:image / twitter:image and <title> of an HTML page. */
+export function pagePreview(html: string, pageUrl: string): { image?: string; title?: string } {
+  let image: string | undefined;
+  let title: string | undefined;
+  let inTitle = false;
+  const parser = new Parser({
+    onopentag(name, attrs) {
+      if (name === "meta") {
+        const key = (attrs.property ?? attrs.name ?? "").toLowerCase();
+        if (!image && (key === "og:image" || key === "og:image:url" || key === "og:image:secure_url" || key === "twitter:image" || key === "twitter:image:src") && attrs.content) {
+          image = attrs.content;
+        }
+        if (!title && key === "og:title" && attrs.content) title = attrs.content;
+      }
+      if (name === "title") inTitle = true;
+    },
+    ontext(text) { if (inTitle && !title) title = text.trim() || undefined; },
+    onclosetag(name) { if (name === "title") inTitle = false; },
+  }, { decodeEntities: true });
+  parser.write(html);
+  parser.end();
+  let resolved: string | undefined;
+  if (image) { try { resolved = new URL(image, pageUrl).toString(); } catch { /* ignore a broken URL */ } }
+  return { image: resolved, title };
+}
+
+/** Ingests source_url for media.create / media.replace. */
+export async function ingestSource(deps: Deps, caller: Caller, ownerUserId: string, collectionId: number, sourceUrl: string, viewerHint: string | undefined, wantThumbnail: boolean): Promise<Ingested> {
+  if (isStoreKey(sourceUrl)) {
+    checkOwnKey(caller, ownerUserId, sourceUrl, "source_url");
+    const info = await deps.ctx.store.head(sourceUrl);
+    if (!info) throw new AppError("invalid_request", "source_url names an object that was never uploaded.", { field: "source_url" });
+    const mime = await sniff(deps, sourceUrl, info.contentType);
+    const out: Ingested = { main_url: sourceUrl, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: info.size, sha256: null };
+    if (wantThumbnail && isRasterImage(mime) && info.size <= MAX_IMAGE_BYTES) {
+      try { Object.assign(out, await storeThumbnails(deps, ownerUserId, collectionId, await readAll(deps, sourceUrl, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }
+    }
+    return out;
+  }
+  let url: URL;
+  try { url = new URL(sourceUrl); } catch { throw new AppError("invalid_request", "source_url must be an http(s) URL or an object-store key.", { field: "source_url" }); }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new AppError("invalid_request", "source_url must be an http(s) URL or an object-store key.", { field: "source_url" });
+
+  const website = async (html?: string): Promise<Ingested> => {
+    const out: Ingested = { main_url: url.toString(), viewer: "website", mime_type: "text/html", size_bytes: null, sha256: null };
+    if (wantThumbnail) {
+      let page = html;
+      if (page === undefined) {
+        try {
+          const res = await safeFetch(url.toString(), { policy: policy(deps), maxBytes: MAX_PAGE_BYTES, timeoutMs: 10_000 });
+          page = res.status === 200 && String(res.headers["content-type"] ?? "").includes("html") ? res.body.toString("utf8") : undefined;
+        } catch (err) {
+          if (err instanceof OutboundError && err.reason === "blocked_host") fetchError(err, "source_url");
+          page = undefined;
+        }
+      }
+      if (page) {
+        const preview = pagePreview(page, url.toString());
+        if (preview.title) out.title = preview.title;
+        if (preview.image) Object.assign(out, await thumbnailsFromUrl(deps, ownerUserId, collectionId, preview.image) ?? {});
+      }
+    }
+    return out;
+  };
+
+  // Video-hosting pages and explicit links stay external, whatever the viewer says.
+  if (isVideoHostingUrl(url.toString()) || viewerHint === "website" || viewerHint === "embed") return website();
+
+  let res;
+  try {
+    res = await fetchStream(url.toString(), { policy: policy(deps), timeoutMs: 30_000 });
+  } catch (err) {
+    fetchError(err, "source_url");
+  }
+  if (res.status !== 200) {
+    res.body.destroy();
+    throw new AppError("invalid_request", `Fetching source_url answered HTTP ${res.status}.`, { field: "source_url" });
+  }
+  const declared = String(res.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  if (declared === "text/html" || declared === "application/xhtml+xml") {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    for await (const c of res.body) { chunks.push(c as Buffer); n += (c as Buffer).length; if (n > MAX_PAGE_BYTES) break; }
+    res.body.destroy();
+    return website(Buffer.concat(chunks).toString("utf8"));
+  }
+  const declaredLength = Number(res.headers["content-length"]);
+  if (declaredLength > MAX_DOWNLOAD_BYTES) {
+    res.body.destroy();
+    throw new AppError("invalid_request", `source_url is larger than ${MAX_DOWNLOAD_BYTES} bytes.`, { field: "source_url" });
+  }
+  const key = freshStoreKey(caller.userId, collectionId, url.pathname, "download");
+  let stored;
+  try {
+    stored = await deps.ctx.store.put(key, res.body, { contentType: declared || "application/octet-stream", maxBytes: MAX_DOWNLOAD_BYTES });
+  } catch (err) {
+    if ((err as Error).name === "ObjectTooLargeError") throw new AppError("invalid_request", `source_url is larger than ${MAX_DOWNLOAD_BYTES} bytes.`, { field: "source_url" });
+    throw new AppError("invalid_request", `Downloading source_url failed: ${(err as Error).message}`, { field: "source_url" });
+  }
+  const mime = await sniff(deps, key, declared);
+  const out: Ingested = { main_url: key, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: stored.size, sha256: stored.sha256 };
+  if (wantThumbnail && isRasterImage(mime) && stored.size <= MAX_IMAGE_BYTES) {
+    try { Object.assign(out, await storeThumbnails(deps, ownerUserId, collectionId, await readAll(deps, key, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }
+  }
+  return out;
+}

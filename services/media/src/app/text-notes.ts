@@ -1,0 +1,86 @@
+/** Inline text notes: add, update, get, delete. */
+import { AppError, type Caller } from "@cms/platform";
+import { mediaJson, type MediaRow } from "../domain/media-json.js";
+import { checkName, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
+import { lockCollection, renumber } from "../store/media-store.js";
+import { authorize, emitUpdated, mediaFor, orphanUnreferenced, type Deps } from "./deps.js";
+import { insertRow } from "./catalogue.js";
+
+export interface AddNoteInput {
+  collectionId: number; name?: string; text?: string; displayMode?: string; viewer?: string; placeholderKind?: string; thumbnailUrl?: string; description?: string;
+}
+
+export async function addTextNote(deps: Deps, caller: Caller, input: AddNoteInput) {
+  checkName(input.name);
+  const access = await authorize(deps, caller, input.collectionId, "upload");
+  const mode = textNoteMode(input.displayMode, input.viewer) ?? { displayMode: "plain", viewer: "text" };
+  const thumb = textNoteThumbnail(input.thumbnailUrl, input.placeholderKind);
+  const text = input.text ?? "";
+  const row = await insertRow(deps, input.collectionId, access.ownerUserId, caller.userId, {
+    name: input.name ?? null,
+    description: input.description ?? null,
+    tags: [],
+    main_url: TEXT_NOTE_URL,
+    viewer: mode.viewer,
+    mime_type: mode.displayMode === "markdown" ? "text/markdown" : "text/plain",
+    size_bytes: Buffer.byteLength(text),
+    text_note: text,
+    display_mode: mode.displayMode,
+    placeholder_kind: thumb.placeholderKind,
+    thumbnail_url: thumb.thumbnailUrl,
+  });
+  return { media: mediaJson(row) };
+}
+
+async function noteFor(deps: Deps, caller: Caller, id: number, action: "read" | "edit" | "delete") {
+  const found = await mediaFor(deps, caller, id, action);
+  if (found.row.main_url !== TEXT_NOTE_URL) throw new AppError("invalid_request", `Media ${id} is not a text note.`, { field: "media_id" });
+  return found;
+}
+
+export async function updateTextNote(deps: Deps, caller: Caller, id: number, input: Omit<AddNoteInput, "collectionId">) {
+  checkName(input.name);
+  const { row: cur } = await noteFor(deps, caller, id, "edit");
+  const patch: Partial<MediaRow> & Record<string, unknown> = {};
+  if (input.text !== undefined) { patch.text_note = input.text; patch.size_bytes = Buffer.byteLength(input.text); }
+  if (input.name !== undefined) patch.name = input.name;
+  if (input.description !== undefined) patch.description = input.description;
+  // Omitting both display_mode and viewer keeps the type.
+  const mode = textNoteMode(input.displayMode, input.viewer);
+  if (mode) { patch.display_mode = mode.displayMode; patch.viewer = mode.viewer; patch.mime_type = mode.displayMode === "markdown" ? "text/markdown" : "text/plain"; }
+  // Omitting both thumbnail_url and placeholder_kind keeps the thumbnail.
+  if (input.thumbnailUrl !== undefined || input.placeholderKind !== undefined) {
+    const t = textNoteThumbnail(input.thumbnailUrl, input.placeholderKind);
+    patch.thumbnail_url = t.thumbnailUrl;
+    patch.placeholder_kind = t.placeholderKind;
+  }
+  const row = await deps.db.transaction(async (trx) => {
+    if (!Object.keys(patch).length) return cur;
+    patch.updated_at = new Date();
+    const [r] = await trx("media").where({ id }).update(patch).returning("*");
+    if (patch.thumbnail_url !== undefined && cur.thumbnail_url) await orphanUnreferenced(deps, trx, [cur.thumbnail_url].filter((k) => k.startsWith("store://")));
+    await emitUpdated(deps, trx, Number(cur.collection_id), "media_updated");
+    return r as MediaRow;
+  });
+  deps.ctx.bus.flush();
+  return { media: mediaJson(row) };
+}
+
+export async function getTextNote(deps: Deps, caller: Caller, id: number) {
+  const { row } = await noteFor(deps, caller, id, "read");
+  return { media: mediaJson(row), text_note: row.text_note, display_mode: row.display_mode };
+}
+
+export async function deleteTextNote(deps: Deps, caller: Caller, id: number, input: { confirm: boolean; dryRun: boolean }) {
+  const { row } = await noteFor(deps, caller, id, "delete");
+  if (input.dryRun) return { dry_run: true, would_delete: { media_id: id, name: row.name, collection_id: Number(row.collection_id) } };
+  if (!input.confirm) throw new AppError("confirmation_required", "Deleting a text note needs confirm=true (or dry_run=true to preview).", { field: "confirm" });
+  await deps.db.transaction(async (trx) => {
+    await lockCollection(trx, Number(row.collection_id));
+    await trx("media").where({ id }).delete();
+    await renumber(trx, Number(row.collection_id));
+    await emitUpdated(deps, trx, Number(row.collection_id), "media_removed");
+  });
+  deps.ctx.bus.flush();
+  return { deleted: true, media_id: id };
+}

@@ -1,0 +1,131 @@
+/** The media schema: media rows (files, links, text notes and sub-collection link rows). */
+import { createImmutableUnaccent, type MigrationList } from "@cms/platform";
+
+export const mediaMigrations: MigrationList = [
+  ["20261122000000_media", {
+    async up(knex) {
+      await knex.schema.createTable("media", (t) => {
+        t.bigIncrements("id");
+        t.bigInteger("collection_id").notNullable();
+        // Owner of the collection the row belongs to.
+        t.uuid("owner_user_id").notNullable();
+        // Who created the row (the owner or a collaborator).
+        t.uuid("created_by").notNullable();
+        t.text("name");
+        t.text("description");
+        t.specificType("tags", "text[]").notNullable().defaultTo("{}");
+        t.text("main_url").notNullable();
+        t.text("viewer").notNullable();
+        t.text("mime_type");
+        t.bigInteger("size_bytes");
+        t.text("sha256");
+        t.text("thumbnail_url");
+        t.text("background_image_url");
+        t.text("text_note");
+        t.text("display_mode");
+        t.text("placeholder_kind");
+        // Set on a sub-collection's link ('stub') row.
+        t.bigInteger("linked_collection_id");
+        t.integer("position").notNullable();
+        t.boolean("is_archived").notNullable().defaultTo(false);
+        t.boolean("is_deleted").notNullable().defaultTo(false);
+        t.timestamp("deleted_at", { useTz: true });
+        // Soft-deleted together with its collection (restored with it).
+        t.boolean("deleted_with_collection").notNullable().defaultTo(false);
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.timestamp("updated_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      await knex.raw("CREATE INDEX media_collection_position ON media (collection_id, position) WHERE NOT is_deleted");
+      await knex.raw("CREATE INDEX media_linked_collection ON media (linked_collection_id) WHERE linked_collection_id IS NOT NULL");
+      await knex.raw("CREATE INDEX media_owner ON media (owner_user_id)");
+    },
+  }],
+  ["20261122010000_media_search", {
+    async up(knex) {
+      await createImmutableUnaccent(knex);
+      await knex.raw(`CREATE OR REPLACE FUNCTION media_search_document(name text, description text, tags text[]) RETURNS text
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+        $$ SELECT lower(immutable_unaccent(coalesce(name, '') || ' ' || coalesce(description, '') || ' ' || coalesce(array_to_string(tags, ' '), ''))) $$`);
+      await knex.raw(`ALTER TABLE media ADD COLUMN search_text text GENERATED ALWAYS AS (media_search_document(name, description, tags)) STORED`);
+      await knex.raw("CREATE INDEX media_search_trgm ON media USING gin (search_text gin_trgm_ops)");
+      await knex.raw("CREATE INDEX media_tags ON media USING gin (tags)");
+      await knex.raw("CREATE INDEX media_owner_active ON media (owner_user_id, updated_at DESC) WHERE NOT is_deleted");
+    },
+  }],
+  ["20261122020000_media_order_index", {
+    async up(knex) {
+      // Pages of a collection in (position, id) order straight from the index, no sort.
+      await knex.raw("CREATE INDEX media_collection_order ON media (collection_id, position, id) WHERE NOT is_deleted");
+      await knex.raw("DROP INDEX IF EXISTS media_collection_position");
+    },
+  }],
+  ["20261122030000_media_object_refs", {
+    async up(knex) {
+      // "Does any row still use this stored object?" runs on every delete and replacement.
+      await knex.raw("CREATE INDEX media_main_url ON media (main_url)");
+      await knex.raw("CREATE INDEX media_thumbnail_url ON media (thumbnail_url) WHERE thumbnail_url IS NOT NULL");
+      await knex.raw("CREATE INDEX media_background_url ON media (background_image_url) WHERE background_image_url IS NOT NULL");
+    },
+  }],
+  ["20261201000000_media_transfers", {
+    async up(knex) {
+      // Chunked upload sessions and their chunks live here (not in process memory), so that any
+      // replica can take the next chunk or the finish.
+      await knex.schema.createTable("upload_sessions", (t) => {
+        t.uuid("id").primary();
+        t.uuid("user_id").notNullable();
+        t.bigInteger("collection_id").notNullable();
+        // Owner of the collection (whose storage quota the upload counts against).
+        t.uuid("owner_user_id").notNullable();
+        t.text("filename");
+        t.text("content_type");
+        t.bigInteger("content_length").notNullable();
+        t.text("sha256");
+        t.text("name");
+        t.text("description");
+        t.specificType("tags", "text[]").notNullable().defaultTo("{}");
+        // open -> finished (a finished session answers a repeated finish with its item).
+        t.text("state").notNullable().defaultTo("open");
+        t.bigInteger("media_id");
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.timestamp("expires_at", { useTz: true }).notNullable();
+      });
+      await knex.raw("CREATE INDEX upload_sessions_expiry ON upload_sessions (expires_at)");
+      await knex.raw("CREATE INDEX upload_sessions_open_owner ON upload_sessions (owner_user_id) WHERE state = 'open'");
+      await knex.raw("CREATE INDEX upload_sessions_open_collection ON upload_sessions (collection_id) WHERE state = 'open'");
+      await knex.schema.createTable("upload_chunks", (t) => {
+        t.uuid("upload_id").notNullable().references("id").inTable("upload_sessions").onDelete("CASCADE");
+        t.integer("idx").notNullable();
+        t.integer("size").notNullable();
+        t.binary("data").notNullable();
+        t.primary(["upload_id", "idx"]);
+      });
+      await knex.raw("ALTER TABLE upload_chunks ALTER COLUMN data SET STORAGE EXTERNAL");
+      await knex.schema.createTable("download_sessions", (t) => {
+        t.uuid("id").primary();
+        t.uuid("user_id").notNullable();
+        t.bigInteger("media_id").notNullable();
+        t.text("store_key").notNullable();
+        t.text("content_type").notNullable();
+        t.bigInteger("content_length").notNullable();
+        t.text("sha256").notNullable();
+        t.integer("chunk_bytes").notNullable();
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.timestamp("expires_at", { useTz: true }).notNullable();
+      });
+      await knex.raw("CREATE INDEX download_sessions_expiry ON download_sessions (expires_at)");
+      // Rows created by media.get_upload_url's one-call flow whose bytes have not been seen yet.
+      await knex.schema.createTable("pending_uploads", (t) => {
+        t.bigInteger("media_id").primary().references("id").inTable("media").onDelete("CASCADE");
+        t.text("store_key").notNullable().unique();
+        t.uuid("user_id").notNullable();
+        t.bigInteger("collection_id").notNullable();
+        t.uuid("owner_user_id").notNullable();
+        t.text("content_type").notNullable();
+        // When the upload grant expires (no PUT can start after it).
+        t.timestamp("expires_at", { useTz: true }).notNullable();
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+    },
+  }],
+];

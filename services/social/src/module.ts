@@ -1,0 +1,21 @@
+/** The social service module: publish aliases, follows and profiles. */
+import type { ServiceModule } from "@cms/platform";
+import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { migrations } from "./store/migrations.js";
+import { createSocialStore } from "./store/social-store.js";
+import { createUserDirectory } from "./store/user-directory.js";
+import { createSocial } from "./social.js";
+import { socialRoutes } from "./rpc/social-rpc.js";
+
+export const socialModule: ServiceModule = {
+  name: "social",
+  schema: "social",
+  migrations,
+  async init(ctx) {
+    const store = createSocialStore(ctx.db);
+    const social = createSocial(store, createUserDirectory(() => ctx.clients.get(AuthService)));
+    return { routes: socialRoutes(social) };
+  },
+};
+
+export { createSocial, createSocialStore, migrations as socialMigrations };

@@ -1,0 +1,131 @@
+/** The social schema behind a small interface: aliases, follows and profiles. */
+import type { Knex } from "knex";
+
+export interface AliasRow {
+  id: string;
+  user_id: string;
+  handle: string;
+  created_at: Date;
+}
+
+export interface FollowRow {
+  follower_user_id: string;
+  alias_id: string;
+  owner_user_id: string;
+  is_primary: boolean;
+  created_at: Date;
+}
+
+export interface ProfileRow {
+  user_id: string;
+  display_name: string | null;
+  bio: string | null;
+  available_tags: string[];
+  default_alias_id: string | null;
+  updated_at: Date;
+}
+
+export interface ProfilePatch {
+  display_name?: string | null;
+  bio?: string | null;
+  available_tags?: string[];
+  default_alias_id?: string | null;
+}
+
+export interface SocialStore {
+  aliasesOf(userId: string): Promise<AliasRow[]>;
+  aliasById(id: string): Promise<AliasRow | undefined>;
+  aliasesByIds(ids: string[]): Promise<AliasRow[]>;
+  aliasByHandle(handle: string): Promise<AliasRow | undefined>;
+  /**
+   * Inserts an alias while holding a per-user lock, after `check(current)` accepted the number
+   * of aliases the user holds, so that concurrent creates cannot pass the plan cap together.
+   * A handle already in use surfaces as PostgreSQL's unique violation.
+   */
+  insertAlias(userId: string, handle: string, check: (current: number) => void): Promise<AliasRow>;
+
+  /** Adds a follow unless it exists; returns the stored row either way. */
+  follow(f: Omit<FollowRow, "created_at">): Promise<FollowRow>;
+  unfollow(followerUserId: string, aliasId: string): Promise<boolean>;
+  followOf(followerUserId: string, aliasId: string): Promise<FollowRow | undefined>;
+  /** The user's follows, newest first. */
+  followingPage(followerUserId: string, limit: number, offset: number): Promise<{ rows: FollowRow[]; total: number }>;
+  allFollowing(followerUserId: string): Promise<FollowRow[]>;
+  /** Follows of any of the user's handles (primary username and aliases). */
+  followersCount(ownerUserId: string): Promise<number>;
+  followingCount(followerUserId: string): Promise<number>;
+
+  profile(userId: string): Promise<ProfileRow | undefined>;
+  updateProfile(userId: string, patch: ProfilePatch): Promise<ProfileRow>;
+}
+
+export function createSocialStore(db: Knex): SocialStore {
+  return {
+    async aliasesOf(userId) {
+      return db<AliasRow>("aliases").where({ user_id: userId }).orderBy([{ column: "created_at" }, { column: "id" }]);
+    },
+    async aliasById(id) {
+      return db<AliasRow>("aliases").where({ id }).first();
+    },
+    async aliasesByIds(ids) {
+      return ids.length ? db<AliasRow>("aliases").whereIn("id", ids) : [];
+    },
+    async aliasByHandle(handle) {
+      return db<AliasRow>("aliases").where({ handle }).first();
+    },
+    async insertAlias(userId, handle, check) {
+      return db.transaction(async (trx) => {
+        await trx.raw("SELECT pg_advisory_xact_lock(hashtext(?))", [`social.aliases:${userId}`]);
+        const [{ n }] = await trx("aliases").where({ user_id: userId }).count<{ n: number }[]>({ n: "*" });
+        check(Number(n));
+        const [row] = await trx<AliasRow>("aliases").insert({ user_id: userId, handle }).returning("*");
+        return row as AliasRow;
+      });
+    },
+
+    async follow(f) {
+      await db("follows").insert(f).onConflict(["follower_user_id", "alias_id"]).ignore();
+      return (await db<FollowRow>("follows").where({ follower_user_id: f.follower_user_id, alias_id: f.alias_id }).first())!;
+    },
+    async unfollow(followerUserId, aliasId) {
+      return (await db("follows").where({ follower_user_id: followerUserId, alias_id: aliasId }).delete()) > 0;
+    },
+    async followOf(followerUserId, aliasId) {
+      return db<FollowRow>("follows").where({ follower_user_id: followerUserId, alias_id: aliasId }).first();
+    },
+    async followingPage(followerUserId, limit, offset) {
+      const [rows, [{ n }]] = await Promise.all([
+        db<FollowRow>("follows").where({ follower_user_id: followerUserId })
+          .orderBy([{ column: "created_at", order: "desc" }, { column: "alias_id" }])
+          .limit(limit).offset(offset),
+        db("follows").where({ follower_user_id: followerUserId }).count<{ n: number }[]>({ n: "*" }),
+      ]);
+      return { rows, total: Number(n) };
+    },
+    async allFollowing(followerUserId) {
+      return db<FollowRow>("follows").where({ follower_user_id: followerUserId })
+        .orderBy([{ column: "created_at", order: "desc" }, { column: "alias_id" }]);
+    },
+    async followersCount(ownerUserId) {
+      const [{ n }] = await db("follows").where({ owner_user_id: ownerUserId }).count<{ n: number }[]>({ n: "*" });
+      return Number(n);
+    },
+    async followingCount(followerUserId) {
+      const [{ n }] = await db("follows").where({ follower_user_id: followerUserId }).count<{ n: number }[]>({ n: "*" });
+      return Number(n);
+    },
+
+    async profile(userId) {
+      return db<ProfileRow>("profiles").where({ user_id: userId }).first();
+    },
+    async updateProfile(userId, patch) {
+      const set = { ...patch, updated_at: db.fn.now() };
+      const [row] = await db("profiles")
+        .insert({ user_id: userId, ...set })
+        .onConflict("user_id")
+        .merge(Object.keys(set))
+        .returning("*");
+      return row as ProfileRow;
+    },
+  };
+}

@@ -1,0 +1,346 @@
+/** media.* catalogue operations through the JSON endpoint. */
+import test from "ava";
+import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { startImageServer, type ImageServer } from "../helpers/image-server.js";
+
+let sys: TestSystem;
+let img: ImageServer;
+let owner: TestUser;
+
+test.before(async () => {
+  img = await startImageServer();
+  sys = await startTestSystem({ OUTBOUND_ALLOWED_HOSTS: img.host });
+  owner = await sys.user({ plan: "paid" });
+});
+test.after.always(async () => { await sys?.stop(); await img?.close(); });
+
+async function collection(u: TestUser, name: string) {
+  return (await sys.must(u.token, { op: "collections.create", name })).collection.id as number;
+}
+async function note(u: TestUser, collectionId: number, fields: Record<string, unknown> = {}) {
+  return (await sys.must(u.token, { op: "media.text_note.add", collection_id: collectionId, ...fields })).media;
+}
+
+test("media.create of a web page keeps the external URL and takes the page's preview image as thumbnail", async (t) => {
+  const c = await collection(owner, "Links");
+  const res = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/page.html"), tags: ["Web", "web"] });
+  t.is(res.status, 200, JSON.stringify(res.body));
+  const m = res.body.media;
+  t.is(m.main_url, img.url("/page.html"));
+  t.is(m.viewer, "website");
+  t.deepEqual(m.tags, ["web"]);
+  t.is(m.name, "A page");
+  t.regex(m.thumbnail_url, /^store:\/\/.+_thumb\.webp$/);
+  t.regex(m.background_image_url, /^store:\/\/.+_bg\.webp$/);
+  const sharp = (await import("sharp")).default;
+  const thumb = await sys.system.store.get(m.thumbnail_url);
+  const chunks: Buffer[] = [];
+  for await (const ch of thumb!.body) chunks.push(ch as Buffer);
+  const meta = await sharp(Buffer.concat(chunks)).metadata();
+  t.is(meta.format, "webp");
+  t.is(meta.width, 200);
+  const tw = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/twitter.html") });
+  t.regex(tw.body.media.thumbnail_url, /_thumb\.webp$/);
+  // A preview image on a private address is not fetched: no thumbnail, item still created.
+  const priv = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/private-preview.html") });
+  t.is(priv.status, 200);
+  t.is(priv.body.media.thumbnail_url, null);
+});
+
+test("video-hosting URLs stay website links even with viewer video; tags default to []", async (t) => {
+  const c = await collection(owner, "Videos");
+  const res = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: "https://www.youtube.com/watch?v=dQw4w9WgXcQ", viewer: "video", name: "Clip", thumbnail_url: "https://i.ytimg.com/vi/x/hq.jpg" });
+  t.is(res.status, 200, JSON.stringify(res.body));
+  t.is(res.body.media.main_url, "https://www.youtube.com/watch?v=dQw4w9WgXcQ");
+  t.is(res.body.media.viewer, "website");
+  t.deepEqual(res.body.media.tags, []);
+  t.is(res.body.media.thumbnail_url, "https://i.ytimg.com/vi/x/hq.jpg");
+  const vimeo = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: "https://vimeo.com/76979871", viewer: "video", thumbnail_url: "https://example.com/t.jpg" });
+  t.is(vimeo.body.media.viewer, "website");
+});
+
+test("a file URL is downloaded into the store; the viewer comes from the sniffed bytes, not the name", async (t) => {
+  const c = await collection(owner, "Downloads");
+  const photo = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/photo.jpg") });
+  t.is(photo.status, 200, JSON.stringify(photo.body));
+  t.regex(photo.body.media.main_url, new RegExp(`^store://${owner.userId}/${c}/\\d+_photo\\.jpg$`));
+  t.is(photo.body.media.viewer, "image");
+  t.is(photo.body.media.mime_type, "image/jpeg");
+  t.true(photo.body.media.size_bytes > 1000);
+  t.regex(photo.body.media.thumbnail_url, /_thumb\.webp$/);
+  t.truthy(await sys.system.store.head(photo.body.media.main_url));
+  const disguised = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/disguised.txt") });
+  t.is(disguised.body.media.viewer, "image");
+  t.is(disguised.body.media.mime_type, "image/jpeg");
+  const text = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/notes.txt") });
+  t.is(text.body.media.viewer, "text");
+  t.is(text.body.media.thumbnail_url, null);
+});
+
+test("server-side fetches refuse private, loopback, link-local and metadata addresses in any encoding", async (t) => {
+  const c = await collection(owner, "SSRF");
+  for (const url of [
+    "http://127.0.0.1:1/x", "http://2130706433/x", "http://0x7f.0.0.1/x", "http://[::1]/x", "http://[::ffff:127.0.0.1]/x",
+    "http://169.254.169.254/latest/meta-data/", "http://10.0.0.5/x", "http://192.168.1.1/x", "http://[fd00::1]/x", "http://localhost:9/x",
+  ]) {
+    const res = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: url });
+    t.is(res.status, 400, url);
+    t.is(res.body.field, "source_url", url);
+  }
+  const redirect = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/redirect-to-private") });
+  t.is(redirect.status, 400);
+  t.is(redirect.body.reason, "blocked_host");
+  const list = await sys.call(owner.token, { op: "media.list", collection_id: c });
+  t.is(list.body.media.length, 0);
+});
+
+test("reserved __names__ are refused on create and update", async (t) => {
+  const c = await collection(owner, "Reserved");
+  const res = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: "https://vimeo.com/1", name: "__cover__" });
+  t.is(res.status, 400);
+  t.is(res.body.field, "name");
+  const n = await note(owner, c, { name: "ok" });
+  const upd = await sys.call(owner.token, { op: "media.update", media_id: n.id, name: "__x__" });
+  t.is(upd.status, 400);
+  t.is(upd.body.field, "name");
+});
+
+test("20 parallel creates get 20 distinct dense positions", async (t) => {
+  const c = await collection(owner, "Parallel");
+  const results = await Promise.all(Array.from({ length: 20 }, (_, i) => sys.call(owner.token, { op: "media.text_note.add", collection_id: c, name: `n${i}`, text: "x" })));
+  t.true(results.every((r) => r.status === 200));
+  const positions = results.map((r) => r.body.media.position).sort((a, b) => a - b);
+  t.deepEqual(positions, Array.from({ length: 20 }, (_, i) => i));
+});
+
+test("media.get, describe, update and replace", async (t) => {
+  const c = await collection(owner, "Get update");
+  const created = (await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/photo.jpg"), name: "Photo", description: "d" })).body.media;
+  const got = await sys.call(owner.token, { op: "media.get", media_id: created.id });
+  t.is(got.body.media.name, "Photo");
+  const desc = await sys.call(owner.token, { op: "media.describe", media_id: created.id });
+  t.is(desc.body.kind, "stored_file");
+  t.is(desc.body.inferred_viewer, "image");
+  t.true(desc.body.proxy_urls.main_url.startsWith(sys.url));
+  const upd = await sys.call(owner.token, { op: "media.update", media_id: created.id, name: "Renamed", description: null, tags: ["A"] });
+  t.is(upd.body.media.name, "Renamed");
+  t.is(upd.body.media.description, null);
+  t.deepEqual(upd.body.media.tags, ["a"]);
+  const unchanged = await sys.call(owner.token, { op: "media.update", media_id: created.id, name: "Again" });
+  t.deepEqual(unchanged.body.media.tags, ["a"]);
+  const rep = await sys.call(owner.token, { op: "media.replace", media_id: created.id, source_url: img.url("/page.html") });
+  t.is(rep.status, 200);
+  t.is(rep.body.media.viewer, "website");
+  t.is(rep.body.media.id, created.id);
+  await sys.system.drainEvents();
+  // The replaced file is removed from the store.
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && (await sys.system.store.head(created.main_url))) await new Promise((r) => setTimeout(r, 50));
+  t.is(await sys.system.store.head(created.main_url), undefined);
+  t.is((await sys.call(owner.token, { op: "media.get", media_id: 99999999 })).status, 404);
+  const stranger = await sys.user();
+  t.is((await sys.call(stranger.token, { op: "media.get", media_id: created.id })).status, 403);
+});
+
+test("media.list: filters, pagination and the zero-result hints", async (t) => {
+  const c = await collection(owner, "List hints");
+  const empty = await sys.call(owner.token, { op: "media.list", collection_id: c });
+  t.is(empty.body.media.length, 0);
+  t.regex(empty.body.hint, /empty/);
+  const a = await note(owner, c, { name: "alpha note" });
+  const b = await note(owner, c, { name: "beta", display_mode: "markdown" });
+  await sys.call(owner.token, { op: "media.update", media_id: b.id, tags: ["keep"] });
+  const page = await sys.call(owner.token, { op: "media.list", collection_id: c, limit: 1, offset: 1 });
+  t.deepEqual(page.body.media.map((m: any) => m.id), [b.id]);
+  t.deepEqual(page.body.pagination, { limit: 1, offset: 1, total: 2 });
+  t.deepEqual((await sys.call(owner.token, { op: "media.list", collection_id: c, tag: "keep" })).body.media.map((m: any) => m.id), [b.id]);
+  t.deepEqual((await sys.call(owner.token, { op: "media.list", collection_id: c, viewer: "markdown" })).body.media.map((m: any) => m.id), [b.id]);
+  t.deepEqual((await sys.call(owner.token, { op: "media.list", collection_id: c, name_contains: "ALPHA" })).body.media.map((m: any) => m.id), [a.id]);
+  const filtered = await sys.call(owner.token, { op: "media.list", collection_id: c, tag: "nothing" });
+  t.is(filtered.body.also_without_filters, 2);
+  t.truthy(filtered.body.hint);
+  const past = await sys.call(owner.token, { op: "media.list", collection_id: c, offset: 10 });
+  t.regex(past.body.hint, /past the end/);
+  await sys.call(owner.token, { op: "media.archive", media_id: a.id });
+  await sys.call(owner.token, { op: "media.archive", media_id: b.id });
+  const archived = await sys.call(owner.token, { op: "media.list", collection_id: c });
+  t.is(archived.body.also_archived, 2);
+  t.is((await sys.call(owner.token, { op: "media.list", collection_id: c, include_archived: true })).body.media.length, 2);
+  t.is((await sys.call(owner.token, { op: "media.list", collection_id: c, limit: 501 })).status, 400);
+});
+
+test("media.batch.list across owned collections", async (t) => {
+  const c1 = await collection(owner, "Batch A");
+  const c2 = await collection(owner, "Batch B");
+  const n1 = await note(owner, c1, { name: "one" });
+  const n2 = await note(owner, c2, { name: "two" });
+  const res = await sys.call(owner.token, { op: "media.batch.list", collection_ids: [c2, c1] });
+  t.deepEqual(res.body.media.map((m: any) => m.id), [n2.id, n1.id]);
+  t.is((await sys.call(owner.token, { op: "media.batch.list", collection_ids: Array.from({ length: 31 }, (_, i) => i + 1) })).status, 400);
+  const other = await sys.user();
+  t.is((await sys.call(other.token, { op: "media.batch.list", collection_ids: [c1] })).status, 403);
+});
+
+test("media.search: name, description and tags; hints for other collections and archived", async (t) => {
+  const u = await sys.user();
+  const c1 = await collection(u, "Search one");
+  const c2 = await collection(u, "Search two");
+  const n1 = await note(u, c1, { name: "Quarterly report", description: "numbers" });
+  const n2 = await note(u, c2, { name: "Holiday", description: "Beach in Crète" });
+  await sys.call(u.token, { op: "media.update", media_id: n2.id, tags: ["sunny"] });
+  t.deepEqual((await sys.call(u.token, { op: "media.search", query: "quarter" })).body.media.map((m: any) => m.id), [n1.id]);
+  t.deepEqual((await sys.call(u.token, { op: "media.search", query: "crete" })).body.media.map((m: any) => m.id), [n2.id]);
+  t.deepEqual((await sys.call(u.token, { op: "media.search", query: "sunny" })).body.media.map((m: any) => m.id), [n2.id]);
+  const scoped = await sys.call(u.token, { op: "media.search", query: "holiday", collection_id: c1 });
+  t.is(scoped.body.media.length, 0);
+  t.is(scoped.body.also_in_other_collections, 1);
+  t.truthy(scoped.body.hint);
+  await sys.call(u.token, { op: "media.archive", media_id: n1.id });
+  const arch = await sys.call(u.token, { op: "media.search", query: "quarterly" });
+  t.is(arch.body.media.length, 0);
+  t.is(arch.body.also_archived, 1);
+  // Another user's media never show up.
+  const other = await sys.user();
+  t.is((await sys.call(other.token, { op: "media.search", query: "holiday" })).body.media.length, 0);
+});
+
+test("media.delete: hard by default with confirm, soft on request, dry_run, batch; restore", async (t) => {
+  const c = await collection(owner, "Deletes");
+  const [a, b, d] = [await note(owner, c, { name: "a" }), await note(owner, c, { name: "b" }), await note(owner, c, { name: "d" })];
+  const noConfirm = await sys.call(owner.token, { op: "media.delete", media_ids: [a.id] });
+  t.is(noConfirm.status, 400);
+  t.is(noConfirm.body.error, "confirmation_required");
+  const dry = await sys.call(owner.token, { op: "media.delete", media_ids: [a.id, b.id], dry_run: true });
+  t.true(dry.body.dry_run);
+  t.is((await sys.call(owner.token, { op: "media.list", collection_id: c })).body.media.length, 3);
+  const soft = await sys.call(owner.token, { op: "media.delete", media_ids: [a.id], mode: "soft" });
+  t.is(soft.status, 200);
+  t.is((await sys.call(owner.token, { op: "media.get", media_id: a.id })).status, 404);
+  const restored = await sys.call(owner.token, { op: "media.restore", media_id: a.id });
+  t.false(restored.body.media.is_deleted);
+  const hard = await sys.call(owner.token, { op: "media.delete", media_ids: [b.id, d.id], confirm: true });
+  t.is(hard.body.count, 2);
+  const left = (await sys.call(owner.token, { op: "media.list", collection_id: c })).body.media;
+  t.deepEqual(left.map((m: any) => [m.id, m.position]), [[a.id, 0]]);
+  t.is((await sys.call(owner.token, { op: "media.restore", media_id: b.id })).status, 404);
+});
+
+test("hard delete removes stored files after the rows, but not while a copy still uses them", async (t) => {
+  const c1 = await collection(owner, "Copy source");
+  const c2 = await collection(owner, "Copy target");
+  const m = (await sys.call(owner.token, { op: "media.create", collection_id: c1, source_url: img.url("/photo.jpg") })).body.media;
+  const copy = await sys.call(owner.token, { op: "media.copy", media_id: m.id, target_collection_id: c2 });
+  t.is(copy.status, 200);
+  t.not(copy.body.media.id, m.id);
+  t.is(copy.body.media.main_url, m.main_url);
+  t.is(copy.body.media.collection_id, c2);
+  await sys.call(owner.token, { op: "media.delete", media_ids: [m.id], confirm: true });
+  await sys.system.drainEvents();
+  await new Promise((r) => setTimeout(r, 300));
+  t.truthy(await sys.system.store.head(m.main_url), "the copy still uses the file");
+  await sys.call(owner.token, { op: "media.delete", media_ids: [copy.body.media.id], confirm: true });
+  await sys.system.drainEvents();
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && (await sys.system.store.head(m.main_url))) await new Promise((r) => setTimeout(r, 50));
+  t.is(await sys.system.store.head(m.main_url), undefined);
+  t.is(await sys.system.store.head(m.thumbnail_url), undefined);
+});
+
+test("media.move and media.reorder renumber densely", async (t) => {
+  const src = await collection(owner, "Move source");
+  const dst = await collection(owner, "Move target");
+  const s = [await note(owner, src, { name: "s0" }), await note(owner, src, { name: "s1" }), await note(owner, src, { name: "s2" })];
+  const d = [await note(owner, dst, { name: "d0" }), await note(owner, dst, { name: "d1" })];
+  const moved = await sys.call(owner.token, { op: "media.move", media_ids: [s[2].id, s[0].id], target_collection_id: dst, start_position: 1 });
+  t.is(moved.status, 200);
+  const dstList = (await sys.call(owner.token, { op: "media.list", collection_id: dst })).body.media.map((m: any) => [m.name, m.position]);
+  t.deepEqual(dstList, [["d0", 0], ["s2", 1], ["s0", 2], ["d1", 3]]);
+  const srcList = (await sys.call(owner.token, { op: "media.list", collection_id: src })).body.media.map((m: any) => [m.name, m.position]);
+  t.deepEqual(srcList, [["s1", 0]]);
+  const re = await sys.call(owner.token, { op: "media.reorder", collection_id: dst, ordered_ids: [d[1].id, s[0].id] });
+  t.is(re.status, 200);
+  const after = (await sys.call(owner.token, { op: "media.list", collection_id: dst })).body.media.map((m: any) => [m.name, m.position]);
+  t.deepEqual(after, [["d1", 0], ["s0", 1], ["d0", 2], ["s2", 3]]);
+  t.is((await sys.call(owner.token, { op: "media.reorder", collection_id: dst, ordered_ids: [s[1].id] })).status, 400);
+  const other = await sys.user();
+  const theirs = await collection(other, "Theirs");
+  t.is((await sys.call(owner.token, { op: "media.move", media_ids: [d[0].id], target_collection_id: theirs })).status, 403);
+});
+
+test("text notes: modes, placeholders, update rules, get and delete with confirm", async (t) => {
+  const c = await collection(owner, "Notes");
+  const plain = await note(owner, c, { name: "Plain", text: "hello" });
+  t.is(plain.main_url, "inline://text-note");
+  t.is(plain.viewer, "text");
+  t.is(plain.display_mode, "plain");
+  t.is(plain.thumbnail_url, "/assets/player/carousel_placeholders_webp/carousel-placeholder-notes.webp");
+  const md = await note(owner, c, { viewer: "markdown", placeholder_kind: "poem", text: "# x" });
+  t.is(md.display_mode, "markdown");
+  t.is(md.thumbnail_url, "/assets/player/carousel_placeholders_webp/carousel-placeholder-poem.webp");
+  const own = await note(owner, c, { display_mode: "code", viewer: "code", thumbnail_url: "https://example.com/t.png", placeholder_kind: "log" });
+  t.is(own.thumbnail_url, "https://example.com/t.png");
+  const textAlias = await note(owner, c, { display_mode: "plain", viewer: "text" });
+  t.is(textAlias.viewer, "text");
+  const disagree = await sys.call(owner.token, { op: "media.text_note.add", collection_id: c, display_mode: "markdown", viewer: "code" });
+  t.is(disagree.status, 400);
+
+  const upd = await sys.call(owner.token, { op: "media.text_note.update", media_id: md.id, text: "new" });
+  t.is(upd.body.media.display_mode, "markdown");
+  t.is(upd.body.media.thumbnail_url, md.thumbnail_url);
+  const upd2 = await sys.call(owner.token, { op: "media.text_note.update", media_id: md.id, display_mode: "plain", placeholder_kind: "summary" });
+  t.is(upd2.body.media.viewer, "text");
+  t.is(upd2.body.media.thumbnail_url, "/assets/player/carousel_placeholders_webp/carousel-placeholder-summary.webp");
+
+  const got = await sys.call(owner.token, { op: "media.text_note.get", media_id: md.id });
+  t.is(got.body.text_note, "new");
+  const noConfirm = await sys.call(owner.token, { op: "media.text_note.delete", media_id: md.id });
+  t.is(noConfirm.status, 400);
+  t.is(noConfirm.body.error, "confirmation_required");
+  const dry = await sys.call(owner.token, { op: "media.text_note.delete", media_id: md.id, dry_run: true });
+  t.true(dry.body.dry_run);
+  t.is((await sys.call(owner.token, { op: "media.text_note.get", media_id: md.id })).status, 200);
+  t.is((await sys.call(owner.token, { op: "media.text_note.delete", media_id: md.id, confirm: true })).status, 200);
+  t.is((await sys.call(owner.token, { op: "media.text_note.get", media_id: md.id })).status, 404);
+
+  const asset = await fetch(`${sys.url}${plain.thumbnail_url}`);
+  t.is(asset.status, 200);
+  t.is(asset.headers.get("content-type"), "image/webp");
+  t.is((await fetch(`${sys.url}/assets/../package.json`)).status, 404);
+});
+
+test("thumbnails from an object-store key: automatic on update, and media.thumbnail_finalize (and its alias)", async (t) => {
+  const c = await collection(owner, "Thumbs");
+  const n = await note(owner, c, { name: "needs thumb" });
+  const sharp = (await import("sharp")).default;
+  const jpeg = await sharp({ create: { width: 1000, height: 800, channels: 3, background: "#aa3366" } }).jpeg().toBuffer();
+  const key = `store://${owner.userId}/${c}/${Date.now()}_thumb-src.jpg`;
+  await sys.system.store.put(key, jpeg, { contentType: "image/jpeg" });
+  const auto = await sys.call(owner.token, { op: "media.update", media_id: n.id, thumbnail_url: key });
+  t.regex(auto.body.media.thumbnail_url, /_thumb\.webp$/);
+  t.regex(auto.body.media.background_image_url, /_bg\.webp$/);
+  const key2 = `store://${owner.userId}/${c}/${Date.now()}_second.jpg`;
+  await sys.system.store.put(key2, jpeg, { contentType: "image/jpeg" });
+  const fin = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: key2 });
+  t.is(fin.status, 200);
+  t.not(fin.body.media.thumbnail_url, auto.body.media.thumbnail_url);
+  const key3 = `store://${owner.userId}/${c}/${Date.now()}_third.jpg`;
+  await sys.system.store.put(key3, jpeg, { contentType: "image/jpeg" });
+  t.is((await sys.call(owner.token, { op: "media.thumbnail_uploaded", media_id: n.id, thumbnail_url: key3 })).status, 200);
+  const missing = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: `store://${owner.userId}/${c}/1_none.jpg` });
+  t.is(missing.status, 400);
+});
+
+test("every media change emits collection.updated for its collection", async (t) => {
+  const events: Array<Record<string, unknown>> = [];
+  await sys.system.subscribe(`media-events-${process.pid}`, "collection.updated", async (e) => { events.push(e.payload); });
+  const c = await collection(owner, "Media events");
+  const n = await note(owner, c, { name: "e" });
+  await sys.call(owner.token, { op: "media.text_note.update", media_id: n.id, text: "x" });
+  await sys.call(owner.token, { op: "media.archive", media_id: n.id });
+  await sys.call(owner.token, { op: "media.delete", media_ids: [n.id], confirm: true });
+  await sys.system.drainEvents();
+  const deadline = Date.now() + 10_000;
+  const kinds = () => events.filter((e) => e.collection_id === c).map((e) => e.kind);
+  while (Date.now() < deadline && kinds().length < 5) await new Promise((r) => setTimeout(r, 50));
+  t.deepEqual(kinds(), ["created", "media_added", "media_updated", "media_archived", "media_removed"]);
+});

@@ -1,0 +1,159 @@
+/**
+ * Starts a whole system in the test process (all-in-one) on a fresh DATA_DIR. When the run has
+ * real backends (DATABASE_URL, NATS_URL, S3_ENDPOINT set by test/with-backends.ts), each system
+ * gets its own database, stream and bucket, removed again by stop().
+ */
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { loadConfig, type System } from "@cms/platform";
+import { startSystem } from "@cms/server";
+import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+
+export const API_KEY = "test-apikey";
+
+export interface TestUser {
+  userId: string;
+  username: string;
+  token: string;
+}
+
+export interface CallResult<T = Record<string, any>> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export interface TestSystem {
+  system: System;
+  url: string;
+  env: Record<string, string>;
+  call<T = Record<string, any>>(token: string | undefined, body: Record<string, unknown>, opts?: { apikey?: string | null; headers?: Record<string, string> }): Promise<CallResult<T>>;
+  /** A call that must answer 200; its body (the test setup's shorthand). */
+  must<T = Record<string, any>>(token: string, body: Record<string, unknown>): Promise<T>;
+  user(opts?: { plan?: "free" | "paid" | "founding"; admin?: boolean; scopes?: string[]; username?: string }): Promise<TestUser>;
+  token(username: string, scopes?: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** A fresh database on the server DATABASE_URL points at; returns its URL and a drop function. */
+export async function freshDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `cms_test_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+/** Environment of one isolated system: own DATA_DIR, database, NATS stream and S3 bucket. */
+export async function isolatedEnv(overrides: Record<string, string> = {}): Promise<{ env: Record<string, string>; cleanup(): Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), "cms-test-"));
+  // As root the embedded PostgreSQL runs as the postgres OS user, which must enter DATA_DIR.
+  chmodSync(dataDir, 0o755);
+  const id = randomBytes(4).toString("hex");
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    HOST: "127.0.0.1",
+    PORT: "0",
+    GATEWAY_API_KEYS: API_KEY,
+    RATE_LIMIT_PER_MINUTE: "100000",
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "error",
+    OTEL_SDK_DISABLED: "true",
+  };
+  const cleanups: Array<() => Promise<void>> = [async () => rmSync(dataDir, { recursive: true, force: true })];
+  if (process.env.DATABASE_URL) {
+    const db = await freshDatabase(process.env.DATABASE_URL);
+    env.DATABASE_URL = db.url;
+    cleanups.push(db.drop);
+  }
+  if (process.env.NATS_URL) {
+    env.NATS_URL = process.env.NATS_URL;
+    env.NATS_STREAM = `CMS_TEST_${id}`;
+    env.NATS_SUBJECT_PREFIX = `cmstest.${id}`;
+    cleanups.push(async () => {
+      const { connect } = await import("@nats-io/transport-node");
+      const { jetstreamManager } = await import("@nats-io/jetstream");
+      const nc = await connect({ servers: process.env.NATS_URL });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(`CMS_TEST_${id}`).catch(() => {});
+      await nc.close();
+    });
+  }
+  if (process.env.S3_ENDPOINT) {
+    for (const k of ["S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_FORCE_PATH_STYLE"]) {
+      if (process.env[k]) env[k] = process.env[k]!;
+    }
+    env.S3_BUCKET = `cms-test-${id}`;
+  }
+  Object.assign(env, overrides);
+  return {
+    env,
+    async cleanup() {
+      for (const fn of cleanups.reverse()) await fn().catch(() => {});
+    },
+  };
+}
+
+export async function startTestSystem(overrides: Record<string, string> = {}): Promise<TestSystem> {
+  const { env, cleanup } = await isolatedEnv(overrides);
+  const config = loadConfig(env, ["--target=all"]);
+  let system: System;
+  try {
+    system = await startSystem(config);
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+  const url = system.url!;
+  const auth = system.clients.get(AuthService);
+  let n = 0;
+  const t: TestSystem = {
+    system,
+    url,
+    env,
+    async call(token, body, opts = {}) {
+      const headers: Record<string, string> = { "content-type": "application/json", ...opts.headers };
+      const apikey = opts.apikey === undefined ? API_KEY : opts.apikey;
+      if (apikey !== null) headers.apikey = apikey;
+      if (token) headers.authorization = `Bearer ${token}`;
+      const res = await fetch(`${url}/functions/v1/thirdparty-v1`, { method: "POST", headers, body: JSON.stringify(body) });
+      const text = await res.text();
+      let parsed: any;
+      try { parsed = JSON.parse(text); } catch { parsed = { raw: text }; }
+      return { status: res.status, body: parsed, headers: res.headers };
+    },
+    async must(token, body) {
+      const res = await t.call(token, body);
+      if (res.status !== 200) throw new Error(`${String(body.op)} answered ${res.status}: ${JSON.stringify(res.body)}`);
+      return res.body as never;
+    },
+    async token(username, scopes) {
+      const minted = await auth.mintToken({ username, scopes: scopes ?? [] });
+      return minted.accessToken;
+    },
+    async user(opts = {}) {
+      const username = opts.username ?? `user${process.pid}_${++n}_${randomBytes(2).toString("hex")}`;
+      const u = await auth.createUser({ username, plan: opts.plan ?? "free", isAdmin: opts.admin ?? false });
+      const token = await t.token(username, opts.scopes);
+      return { userId: u.userId, username, token };
+    },
+    async stop() {
+      await system.stop();
+      await cleanup();
+    },
+  };
+  return t;
+}
