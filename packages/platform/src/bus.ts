@@ -172,6 +172,9 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
     async onBroadcast(type, handler) {
       const sub = nc.subscribe(broadcastSubject(type));
       void (async () => { for await (const m of sub) handler(m.json()); })();
+      // A round trip to the server, so the interest is registered once this resolves: a
+      // revocation broadcast sent right after start-up is not missed.
+      await nc.flush();
     },
     async close() {
       closing = true;
