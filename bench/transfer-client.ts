@@ -10,7 +10,7 @@ import { createHash, randomBytes } from "node:crypto";
 type Job =
   | { kind: "chunked"; endpoint: string; headers: Record<string, string>; collectionId: number; size: number; chunkBytes: number }
   | { kind: "put"; url: string; contentType: string; size: number }
-  | { kind: "download"; endpoint: string; headers: Record<string, string>; mediaId: number };
+  | { kind: "download"; endpoint: string; headers: Record<string, string>; mediaId: number; repeat?: number };
 
 async function call(endpoint: string, headers: Record<string, string>, body: Record<string, unknown>): Promise<Record<string, any>> {
   const res = await fetch(endpoint, { method: "POST", headers, body: JSON.stringify(body) });
@@ -60,7 +60,7 @@ function put(job: Extract<Job, { kind: "put" }>) {
 }
 
 /** Reads the whole answer (node:http, counting bytes: integrity is the e2e tests' job). */
-function download(job: Extract<Job, { kind: "download" }>) {
+function downloadOnce(job: Extract<Job, { kind: "download" }>) {
   const body = JSON.stringify({ op: "media.download", media_id: job.mediaId });
   return new Promise<{ seconds: number; bytes: number }>((resolve, reject) => {
     const t0 = performance.now();
@@ -74,6 +74,19 @@ function download(job: Extract<Job, { kind: "download" }>) {
     req.on("error", reject);
     req.end(body);
   });
+}
+
+/**
+ * The fastest of `repeat` downloads in this one process: a 25MB read takes tens of
+ * milliseconds, so a single cold run mostly measures the client's JIT warming up.
+ */
+async function download(job: Extract<Job, { kind: "download" }>) {
+  let best = await downloadOnce(job);
+  for (let i = 1; i < (job.repeat ?? 1); i++) {
+    const r = await downloadOnce(job);
+    if (r.seconds < best.seconds) best = r;
+  }
+  return best;
 }
 
 let input = "";

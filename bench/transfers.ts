@@ -137,7 +137,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     const chunk16k = await chunked(16 * 1024);
     const put = { mbps: await best(3, async () => (await putOnce(FILE_BYTES)).mbps) };
     const download = await best(3, async () => {
-      const r = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint, headers, mediaId: chunk1m.mediaId });
+      const r = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint, headers, mediaId: chunk1m.mediaId, repeat: 5 });
       if (r.bytes !== FILE_BYTES) throw new Error(`download returned ${r.bytes} bytes`);
       return rate(r.bytes, r.seconds);
     });
@@ -150,7 +150,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
         const p = await client<{ seconds: number; status: number }>({ kind: "put", url: `${bare.url}/${i}.bin`, contentType: "application/octet-stream", size: FILE_BYTES });
         if (p.status !== 200) throw new Error(`bare PUT answered ${p.status}`);
         barePut = Math.max(barePut, rate(FILE_BYTES, p.seconds));
-        const d = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint: bare.url, headers: {}, mediaId: 0 });
+        const d = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint: bare.url, headers: {}, mediaId: 0, repeat: 5 });
         bareDownload = Math.max(bareDownload, rate(d.bytes, d.seconds));
       }
     } finally {
