@@ -8,7 +8,7 @@ import http from "node:http";
 import { createHash, randomBytes } from "node:crypto";
 
 type Job =
-  | { kind: "chunked"; endpoint: string; headers: Record<string, string>; collectionId: number; size: number; chunkBytes: number }
+  | { kind: "chunked"; endpoint: string; headers: Record<string, string>; collectionId: number; size: number; chunkBytes: number; inFlight?: number }
   | { kind: "put"; url: string; contentType: string; size: number }
   | { kind: "download"; endpoint: string; headers: Record<string, string>; mediaId: number; repeat?: number };
 
@@ -27,10 +27,15 @@ async function chunked(job: Extract<Job, { kind: "chunked" }>) {
   for (let i = 0; i < file.length; i += job.chunkBytes) parts.push(file.subarray(i, i + job.chunkBytes).toString("base64"));
   const t0 = performance.now();
   const b = await call(job.endpoint, job.headers, { op: "media.upload_begin", collection_id: job.collectionId, filename: "bench.bin", content_length: job.size, sha256 });
-  for (let i = 0; i < parts.length; i++) {
-    const length = Math.min(job.chunkBytes, job.size - i * job.chunkBytes);
-    await call(job.endpoint, job.headers, { op: "media.upload_chunk", upload_id: b.upload_id, index: i, content_base64: parts[i], content_length: length });
-  }
+  // inFlight workers take the next index each (chunks of a session may arrive in any order).
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < parts.length; i = next++) {
+      const length = Math.min(job.chunkBytes, job.size - i * job.chunkBytes);
+      await call(job.endpoint, job.headers, { op: "media.upload_chunk", upload_id: b.upload_id, index: i, content_base64: parts[i], content_length: length });
+    }
+  };
+  await Promise.all(Array.from({ length: job.inFlight ?? 1 }, worker));
   const f = await call(job.endpoint, job.headers, { op: "media.upload_finish", upload_id: b.upload_id });
   const seconds = (performance.now() - t0) / 1000;
   if (f.media.sha256 !== sha256) throw new Error("chunked upload: sha256 mismatch");

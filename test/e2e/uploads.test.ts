@@ -381,6 +381,27 @@ async function begin(u: TestUser, fields: Record<string, unknown>) {
 async function chunk(u: TestUser, uploadId: string, index: number, bytes: Buffer, extra: Record<string, unknown> = {}) {
   return sys.call(u.token, { op: "media.upload_chunk", upload_id: uploadId, index, content_base64: bytes.toString("base64"), content_length: bytes.length, ...extra });
 }
+/** Chunk rows of a session in index order (current ones only with stored: true). */
+async function chunkRows(uploadId: string, opts: { stored?: boolean } = {}): Promise<Array<{ idx: number; store_key: string | null; inline: boolean }>> {
+  const q = sys.system.dbOf("media")!("upload_chunks").where({ upload_id: uploadId }).orderBy("idx");
+  if (opts.stored) q.where({ state: "stored" });
+  return q.select("idx", "store_key", sys.system.dbOf("media")!.raw("data IS NOT NULL AS inline"));
+}
+
+/** Store keys of a session's chunk objects (chunks over 64 KiB; smaller ones are kept inline). */
+async function chunkKeys(uploadId: string, opts: { stored?: boolean } = {}): Promise<string[]> {
+  return (await chunkRows(uploadId, opts)).flatMap((r) => (r.store_key ? [r.store_key] : []));
+}
+
+/** Whether every key has left the store within a few seconds (removal goes through the outbox). */
+async function allRemoved(keys: string[]): Promise<boolean> {
+  await sys.system.drainEvents();
+  const deadline = Date.now() + 10_000;
+  const present = async () => (await Promise.all(keys.map((k) => sys.system.store.head(k)))).some(Boolean);
+  while (Date.now() < deadline && (await present())) await new Promise((r) => setTimeout(r, 50));
+  return !(await present());
+}
+
 function split(bytes: Buffer, size: number): Buffer[] {
   const out: Buffer[] = [];
   for (let i = 0; i < bytes.length; i += size) out.push(bytes.subarray(i, i + size));
@@ -403,10 +424,12 @@ test("chunked upload: begin, chunks in any order, a re-sent index replaces, fini
   for (let i = parts.length - 1; i >= 0; i--) {
     const r = await chunk(u, id, i, parts[i]!, { sha256: sha(parts[i]!) });
     t.is(r.status, 200, JSON.stringify(r.body));
+    t.is(r.body.index, i);
   }
-  // Chunks live in PostgreSQL, not in a process: any replica can finish.
+  // Chunks of 16 KiB live in PostgreSQL rows, not in a process: any replica can finish.
   const mdb = sys.system.dbOf("media")!;
-  t.is(Number((await mdb("upload_chunks").where({ upload_id: id }).count("* as n"))[0]!.n), parts.length);
+  const rows = await chunkRows(id);
+  t.deepEqual(rows.map((r) => [r.idx, r.inline]), parts.map((_, i) => [i, true]));
   const fin = await sys.call(u.token, { op: "media.upload_finish", upload_id: id, content_length: file.length, sha256: sha(file) });
   t.is(fin.status, 200, JSON.stringify(fin.body));
   t.is(fin.body.chunked_upload, true);
@@ -476,6 +499,57 @@ test("chunked upload: a failing chunk is not stored; finish lists missing indexe
   t.deepEqual(await stored(ok.body.media.main_url), file);
 });
 
+test("chunked upload: chunks over 64 KiB are store objects; sent in parallel, the same index several times at once; replaced and finished objects are removed", async (t) => {
+  const u = await sys.user();
+  const c = await collection(u);
+  const file = randomBytes(650_000);
+  const parts = split(file, 100_000); // six objects and a 50,000-byte tail kept inline
+  const b = await begin(u, { collection_id: c, filename: "parallel.bin", content_length: file.length, sha256: sha(file) });
+  const id = b.body.upload_id;
+  // Every index at once, and index 3 three more times (twice with other bytes first).
+  const sends = [
+    chunk(u, id, 3, randomBytes(parts[3]!.length)), chunk(u, id, 3, randomBytes(parts[3]!.length)),
+    ...parts.map((p, i) => chunk(u, id, i, p)),
+  ];
+  const answers = await Promise.all(sends);
+  t.deepEqual(answers.map((a) => a.status), sends.map(() => 200), JSON.stringify(answers.find((a) => a.status !== 200)?.body));
+  const before = await chunkKeys(id);
+  t.is((await chunk(u, id, 3, parts[3]!)).status, 200);
+  const rows = await chunkRows(id);
+  t.deepEqual(rows.map((r) => [r.idx, r.inline]), parts.map((p, i) => [i, p.length <= 65536]), "one row per index once every send has settled");
+  const keys = await chunkKeys(id);
+  t.is(keys.length, 6);
+  t.deepEqual(await Promise.all(keys.map((k) => stored(k))), parts.slice(0, 6));
+  const replaced = before.filter((k) => !keys.includes(k));
+  t.is(replaced.length, 1);
+  t.true(await allRemoved(replaced), "the replaced object of index 3 is removed");
+  const fin = await sys.call(u.token, { op: "media.upload_finish", upload_id: id });
+  t.is(fin.status, 200, JSON.stringify(fin.body));
+  t.is(fin.body.media.sha256, sha(file));
+  t.deepEqual(await stored(fin.body.media.main_url), file);
+  t.is((await chunkRows(id)).length, 0);
+  t.true(await allRemoved(keys), "chunk objects are removed once finished");
+});
+
+test("chunked upload: a chunk object lost from the store is reported as a missing index at finish", async (t) => {
+  const u = await sys.user();
+  const c = await collection(u);
+  const file = randomBytes(300_000);
+  const parts = split(file, 100_000);
+  const b = await begin(u, { collection_id: c, filename: "lost.bin", content_length: file.length });
+  const id = b.body.upload_id;
+  for (let i = 0; i < parts.length; i++) t.is((await chunk(u, id, i, parts[i]!)).status, 200);
+  await sys.system.store.delete([(await chunkKeys(id))[1]!]);
+  const fin = await sys.call(u.token, { op: "media.upload_finish", upload_id: id });
+  t.is(fin.status, 400);
+  t.deepEqual(fin.body.missing_indexes, [1]);
+  t.is(await mediaCount(u, c), 0);
+  t.is((await chunk(u, id, 1, parts[1]!)).status, 200);
+  const again = await sys.call(u.token, { op: "media.upload_finish", upload_id: id });
+  t.is(again.status, 200, JSON.stringify(again.body));
+  t.deepEqual(await stored(again.body.media.main_url), file);
+});
+
 test("chunked upload: 25MB in chunks of up to 8 MiB", async (t) => {
   const u = await sys.user();
   const c = await collection(u);
@@ -499,28 +573,34 @@ test("chunked upload: 25MB in chunks of up to 8 MiB", async (t) => {
 test.serial("chunked upload: abort discards; expired sessions and their chunks are cleaned by the upload_cleanup job", async (t) => {
   const u = await sys.user();
   const c = await collection(u);
-  const bytes = randomBytes(1000);
-  const a = await begin(u, { collection_id: c, content_length: 1000 });
+  const bytes = randomBytes(100_000); // over 64 KiB: an object in the store
+  const a = await begin(u, { collection_id: c, content_length: bytes.length });
   t.is((await chunk(u, a.body.upload_id, 0, bytes)).status, 200);
+  const abortedKeys = await chunkKeys(a.body.upload_id);
+  t.is(abortedKeys.length, 1);
   const abort = await sys.call(u.token, { op: "media.upload_abort", upload_id: a.body.upload_id });
   t.is(abort.status, 200);
   t.is(abort.body.aborted, true);
   t.is(abort.body.discarded_chunks, 1);
+  t.true(await allRemoved(abortedKeys), "an aborted session's chunk objects are removed");
   t.is((await chunk(u, a.body.upload_id, 0, bytes)).status, 404);
   t.is((await sys.call(u.token, { op: "media.upload_finish", upload_id: a.body.upload_id })).status, 404);
   t.is(await mediaCount(u, c), 0);
 
-  const b = await begin(u, { collection_id: c, content_length: 1000 });
+  const b = await begin(u, { collection_id: c, content_length: bytes.length });
   t.is((await chunk(u, b.body.upload_id, 0, bytes)).status, 200);
   const ttl = new Date(b.body.expires_at).getTime() - Date.now();
   t.true(ttl > 23 * 3600_000 && ttl <= 24 * 3600_000, "sessions last 24 hours");
   const mdb = sys.system.dbOf("media")!;
+  const expiringKeys = await chunkKeys(b.body.upload_id);
+  t.is(expiringKeys.length, 1);
   await sys.system.runJob("upload_cleanup", {});
   t.truthy(await mdb("upload_sessions").where({ id: b.body.upload_id }).first(), "an open session survives before its expiry");
   const job = await sys.system.runJob("upload_cleanup", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
   t.true((job.expired_upload_sessions as number) >= 1, JSON.stringify(job));
   t.is(await mdb("upload_sessions").where({ id: b.body.upload_id }).first(), undefined);
   t.is(Number((await mdb("upload_chunks").where({ upload_id: b.body.upload_id }).count("* as n"))[0]!.n), 0);
+  t.true(await allRemoved(expiringKeys), "an expired session's chunk objects are removed");
   t.is((await chunk(u, b.body.upload_id, 0, bytes)).status, 404);
 });
 

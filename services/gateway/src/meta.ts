@@ -59,7 +59,7 @@ export function createMeta(registry: OpRegistry, origins: { baseUrl: string; app
       scopes: "media.delete needs media:delete, a scope beyond the contract's list of six.",
       "media.upload": "Base64 may contain whitespace and the URL-safe alphabet, padding optional; any other character is refused naming it and its 0-based position. 100 KB decoded at most.",
       "media.get_upload_url": "content_length is optional; the grant lasts UPLOAD_GRANT_TTL_MS (15 min) and binds one store key, content type (and length). purpose=media with name creates the row at once (one-call flow); its size, type and thumbnails are filled in when the bytes land. A used upload URL answers 409 on a second PUT.",
-      "media.upload_begin": "Chunks up to 8 MiB (16384 recommended) are kept in PostgreSQL until upload_finish; quotas per user (USER_STORAGE_QUOTA_BYTES, default 10 GiB) and per collection (COLLECTION_STORAGE_QUOTA_BYTES, default 2 GiB) give 413 payload_too_large naming the quota. Sessions expire after UPLOAD_SESSION_TTL_MS (24 h).",
+      "media.upload_begin": "Chunks up to 8 MiB (16384 recommended) are persisted until upload_finish (up to 64 KiB in PostgreSQL, larger ones in the object store), so any replica can finish; chunks may be sent in parallel; quotas per user (USER_STORAGE_QUOTA_BYTES, default 10 GiB) and per collection (COLLECTION_STORAGE_QUOTA_BYTES, default 2 GiB) give 413 payload_too_large naming the quota. Sessions expire after UPLOAD_SESSION_TTL_MS (24 h).",
       "media.download_url": "A GET URL on the API origin, valid DOWNLOAD_URL_TTL_MS (5 min), no bearer needed.",
     },
     operations: registry.all().map(entry),

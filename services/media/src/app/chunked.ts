@@ -1,21 +1,25 @@
 /**
  * The chunked upload (media.upload_begin, upload_chunk, upload_finish, upload_abort). Sessions
- * and chunks are rows in PostgreSQL, so every call may land on another replica. A session row is
- * locked (FOR UPDATE) while a chunk or the finish works on it: chunks of one session serialize,
- * and two finishes cannot both create an item. The finish streams the chunks in index order into
- * the object store, verifying length and sha256 before the object becomes visible, then creates
- * the item as media.create does, all in one transaction that also marks the session finished.
+ * are rows in PostgreSQL; a chunk of up to 64 KiB is kept in its row, a larger one is an object
+ * in the store (upload-chunks/<upload_id>/...), so every call may land on another replica. A
+ * large chunk is written outside any lock, so chunks of one session may be sent in parallel; a
+ * short transaction then locks the session row (FOR UPDATE), checks it is still open and still
+ * fits, and makes the chunk the current one of its index. The finish streams the chunks in index order into
+ * the final object, verifying length and sha256 before it becomes visible, then creates the item
+ * as media.create does, all in one transaction that also marks the session finished. Chunk
+ * objects that are replaced, finished, aborted or expired are removed through the outbox
+ * (media.objects.orphaned), after the rows that named them are gone.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import type { Knex } from "knex";
-import { AppError, ObjectLengthMismatchError, freshStoreKey, type Caller } from "@cms/platform";
+import { AppError, EVENTS, ObjectLengthMismatchError, STORE_PREFIX, freshStoreKey, type Caller } from "@cms/platform";
 import { mediaJson, type MediaRow } from "../domain/media-json.js";
 import { checkName, normalizeTags } from "../domain/rules.js";
 import {
   CHUNK_BYTES, MAX_CHUNK_BYTES, assemble, checkChunkFits, checkQuotas, decodeVerified, mimeOfFilename,
 } from "../domain/transfer-rules.js";
-import { authorize, type Deps } from "./deps.js";
+import { authorize, type Db, type Deps } from "./deps.js";
 import { createItemFromStored, itemName, removeObjects, withTrx } from "./stored-files.js";
 import { sniffBytes } from "./ingest.js";
 
@@ -80,9 +84,13 @@ export async function beginUpload(deps: Deps, caller: Caller, input: BeginInput)
   };
 }
 
-/** The caller's session, locked for the rest of the transaction; another user's is not found. */
-async function sessionFor(trx: Knex.Transaction, caller: Caller, uploadId: string): Promise<SessionRow> {
-  const s: SessionRow | undefined = await trx("upload_sessions").where({ id: uploadId }).forUpdate().first();
+/**
+ * The caller's session, locked for the rest of the transaction (FOR UPDATE, or FOR SHARE with
+ * exclusive: false, which lets chunk reservations run side by side); another user's is not found.
+ */
+async function sessionFor(trx: Knex.Transaction, caller: Caller, uploadId: string, opts: { exclusive?: boolean } = {}): Promise<SessionRow> {
+  const q = trx("upload_sessions").where({ id: uploadId }).first();
+  const s: SessionRow | undefined = await (opts.exclusive === false ? q.forShare() : q.forUpdate());
   if (!s || s.user_id !== caller.userId) throw new AppError("not_found", `Upload session ${uploadId} does not exist; start one with media.upload_begin.`, { field: "upload_id" });
   if (s.state === "open" && new Date(s.expires_at).getTime() <= Date.now()) {
     throw new AppError("not_found", `Upload session ${uploadId} expired at ${new Date(s.expires_at).toISOString()}; start again with media.upload_begin.`, { field: "upload_id" });
@@ -92,57 +100,185 @@ async function sessionFor(trx: Knex.Transaction, caller: Caller, uploadId: strin
 
 export interface ChunkInput { uploadId: string; index: number; contentBase64: string; contentLength: number; sha256?: string }
 
+/** Chunks up to this size are kept inline in their row; larger ones are store objects. */
+export const INLINE_CHUNK_BYTES = 64 * 1024;
+
+/** A fresh object key for one chunk of a session (a re-sent index gets a new one). */
+function chunkKey(uploadId: string, index: number): string {
+  return `${STORE_PREFIX}upload-chunks/${uploadId}/${index}_${randomUUID().slice(0, 8)}`;
+}
+
+function finishedError(s: SessionRow): AppError {
+  return new AppError("invalid_request", `Upload session ${s.id} is already finished (media ${s.media_id}).`, { field: "upload_id", media_id: Number(s.media_id) });
+}
+
+/** Chunk objects whose rows go in this transaction, handed to the outbox for removal. */
+async function orphanChunkObjects(deps: Deps, trx: Db, keys: Array<string | null>): Promise<void> {
+  const list = keys.filter((k): k is string => k !== null);
+  if (list.length) await deps.ctx.bus.enqueue(trx, EVENTS.objectsOrphaned, { store_keys: list });
+}
+
+async function chunkKeysOf(trx: Db, uploadIds: string[]): Promise<string[]> {
+  if (!uploadIds.length) return [];
+  return (await trx("upload_chunks").whereIn("upload_id", uploadIds).whereNotNull("store_key").select("store_key")).map((r: { store_key: string }) => r.store_key);
+}
+
+/** Bytes held by the session's current chunks other than `index`. */
+async function storedBytesExcept(trx: Db, uploadId: string, index: number): Promise<number> {
+  const { rows } = await trx.raw("SELECT coalesce(sum(size), 0) AS n FROM upload_chunks WHERE upload_id = ? AND state = 'stored' AND idx <> ?", [uploadId, index]);
+  return Number(rows[0].n);
+}
+
+/**
+ * Under the session's lock: checks the session is open and the chunk fits, then makes `row` the
+ * current chunk of its index (an existing reservation, or a new inline row), replacing any earlier.
+ */
+async function commitChunk(deps: Deps, trx: Knex.Transaction, caller: Caller, input: ChunkInput, size: number, row: { reservedKey: string } | { data: Buffer }) {
+  const s = await sessionFor(trx, caller, input.uploadId);
+  if (s.state !== "open") throw finishedError(s);
+  const otherBytes = await storedBytesExcept(trx, s.id, input.index);
+  checkChunkFits({ index: input.index, size, otherBytes, contentLength: Number(s.content_length) });
+  const replaced: Array<{ store_key: string | null }> = await trx("upload_chunks").where({ upload_id: s.id, idx: input.index, state: "stored" }).delete().returning("store_key");
+  if ("data" in row) {
+    await trx("upload_chunks").insert({ upload_id: s.id, idx: input.index, size, state: "stored", data: row.data });
+  } else {
+    // Gone when a finish, an abort or the expiry job took the session's chunks meanwhile.
+    const updated = await trx("upload_chunks").where({ store_key: row.reservedKey }).update({ state: "stored" });
+    if (!updated) throw new AppError("conflict", `Upload session ${s.id} changed while this chunk was being stored; send it again.`, { field: "upload_id" });
+  }
+  await orphanChunkObjects(deps, trx, replaced.map((r) => r.store_key));
+  const [{ n }] = await trx("upload_chunks").where({ upload_id: s.id, state: "stored" }).count<{ n: number }[]>("* as n");
+  return {
+    upload_id: s.id, index: input.index, content_length: size,
+    received_chunks: Number(n), received_bytes: otherBytes + size, expected_bytes: Number(s.content_length),
+  };
+}
+
 export async function uploadChunk(deps: Deps, caller: Caller, input: ChunkInput) {
   // Checked before anything is touched: a failing chunk is not stored.
   const bytes = decodeVerified({
     base64: input.contentBase64, contentLength: input.contentLength, sha256: input.sha256, maxBytes: MAX_CHUNK_BYTES,
     tooLarge: `A chunk carries at most ${MAX_CHUNK_BYTES} decoded bytes.`,
   });
-  return deps.db.transaction(async (trx) => {
-    const s = await sessionFor(trx, caller, input.uploadId);
-    if (s.state !== "open") throw new AppError("invalid_request", `Upload session ${input.uploadId} is already finished (media ${s.media_id}).`, { field: "upload_id", media_id: Number(s.media_id) });
-    const { rows } = await trx.raw(
-      "SELECT coalesce(sum(size), 0) AS other_bytes, count(*) AS other_chunks FROM upload_chunks WHERE upload_id = ? AND idx <> ?",
-      [s.id, input.index],
-    );
-    const otherBytes = Number(rows[0].other_bytes);
-    checkChunkFits({ index: input.index, size: bytes.length, otherBytes, contentLength: Number(s.content_length) });
-    await trx.raw(
-      `INSERT INTO upload_chunks (upload_id, idx, size, data) VALUES (?, ?, ?, ?)
-       ON CONFLICT (upload_id, idx) DO UPDATE SET size = EXCLUDED.size, data = EXCLUDED.data`,
-      [s.id, input.index, bytes.length, bytes],
-    );
-    return {
-      upload_id: s.id, index: input.index, content_length: bytes.length,
-      received_chunks: Number(rows[0].other_chunks) + 1, received_bytes: otherBytes + bytes.length, expected_bytes: Number(s.content_length),
-    };
+  if (bytes.length <= INLINE_CHUNK_BYTES) {
+    const out = await deps.db.transaction((trx) => commitChunk(deps, trx, caller, input, bytes.length, { data: bytes }));
+    deps.ctx.bus.flush();
+    return out;
+  }
+  // Reserve the object's key first (refusing early what cannot fit), so that an object written
+  // by a process that dies before the end still has a row that leads to its removal. The write
+  // itself holds no lock: chunks of one session can be sent in parallel.
+  const key = chunkKey(input.uploadId, input.index);
+  await deps.db.transaction(async (trx) => {
+    const s = await sessionFor(trx, caller, input.uploadId, { exclusive: false });
+    if (s.state !== "open") throw finishedError(s);
+    checkChunkFits({ index: input.index, size: bytes.length, otherBytes: await storedBytesExcept(trx, s.id, input.index), contentLength: Number(s.content_length) });
+    await trx("upload_chunks").insert({ store_key: key, upload_id: s.id, idx: input.index, size: bytes.length, state: "writing" });
   });
+  let committed = false;
+  try {
+    await deps.ctx.store.put(key, bytes, { contentType: "application/octet-stream", contentLength: bytes.length });
+    const out = await deps.db.transaction((trx) => commitChunk(deps, trx, caller, input, bytes.length, { reservedKey: key }));
+    committed = true;
+    deps.ctx.bus.flush();
+    return out;
+  } finally {
+    if (!committed) {
+      await removeObjects(deps, [key]);
+      await deps.db("upload_chunks").where({ store_key: key }).delete().catch(() => {});
+    }
+  }
+}
+
+/** A current chunk: inline (its bytes are read from the row) or a store object. */
+interface StoredChunk { id: number; index: number; size: number; key: string | null }
+
+class ChunkMissingError extends Error {
+  override name = "ChunkMissingError";
+  constructor(readonly index: number) { super(`the stored object of chunk ${index} is missing`); }
+}
+
+async function readObject(deps: Deps, c: StoredChunk, range?: { start: number; end: number }): Promise<Buffer> {
+  const obj = await deps.ctx.store.get(c.key!, range);
+  if (!obj) throw new ChunkMissingError(c.index);
+  const parts: Buffer[] = [];
+  for await (const part of obj.body) parts.push(part as Buffer);
+  return Buffer.concat(parts);
 }
 
 /** Up to `bytes` leading bytes of the assembled file (for MIME sniffing). */
-async function leadingBytes(trx: Knex.Transaction, uploadId: string, chunks: Array<{ index: number; size: number }>, bytes: number): Promise<Buffer> {
-  const wanted: number[] = [];
+async function leadingBytes(deps: Deps, trx: Db, chunks: StoredChunk[], bytes: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
   let n = 0;
-  for (const c of chunks) { if (n >= bytes) break; wanted.push(c.index); n += c.size; }
-  const rows: Array<{ head: Buffer }> = await trx("upload_chunks").where({ upload_id: uploadId }).whereIn("idx", wanted).orderBy("idx")
-    .select(trx.raw("substring(data FROM 1 FOR ?) AS head", [bytes]));
-  return Buffer.concat(rows.map((r) => r.head)).subarray(0, bytes);
+  for (const c of chunks) {
+    if (n >= bytes) break;
+    if (c.size === 0) continue;
+    const want = Math.min(c.size, bytes - n);
+    const part = c.key === null
+      ? (await trx("upload_chunks").where({ id: c.id }).first(trx.raw("substring(data FROM 1 FOR ?) AS head", [want]))).head as Buffer
+      : await readObject(deps, c, { start: 0, end: want - 1 });
+    parts.push(part);
+    n += part.length;
+  }
+  return Buffer.concat(parts).subarray(0, bytes);
 }
 
-const BATCH_BYTES = 8 * 1024 * 1024;
+/** Reads ahead of the writer: up to this many bytes in flight (at least one segment). */
+const READ_AHEAD_BYTES = 8 * 1024 * 1024;
 
-/** The chunks in index order, read in batches of about 8 MiB, hashed on the way. */
-async function* assembled(trx: Knex.Transaction, uploadId: string, chunks: Array<{ index: number; size: number }>, expectedSha: string | undefined) {
+/**
+ * The chunks in index order as segments read with one request each: a run of inline chunks
+ * (one query, up to READ_AHEAD_BYTES) or one chunk object.
+ */
+function segments(chunks: StoredChunk[]): StoredChunk[][] {
+  const out: StoredChunk[][] = [];
+  let run: StoredChunk[] = [];
+  let runBytes = 0;
+  const close = () => { if (run.length) out.push(run); run = []; runBytes = 0; };
+  for (const c of chunks) {
+    if (c.key !== null) { close(); out.push([c]); continue; }
+    if (run.length && runBytes + c.size > READ_AHEAD_BYTES) close();
+    run.push(c);
+    runBytes += c.size;
+  }
+  close();
+  return out;
+}
+
+async function readSegment(deps: Deps, trx: Db, seg: StoredChunk[]): Promise<Buffer[]> {
+  if (seg[0]!.key !== null) return [await readObject(deps, seg[0]!)];
+  const rows: Array<{ id: number; data: Buffer }> = await trx("upload_chunks").whereIn("id", seg.map((c) => c.id)).select("id", "data");
+  const byId = new Map(rows.map((r) => [Number(r.id), r.data]));
+  return seg.map((c) => byId.get(c.id) ?? Buffer.alloc(0));
+}
+
+/**
+ * The chunks in index order, hashed on the way. Reads run ahead of the consumer (several
+ * segments in flight, a few MiB at most), so many small objects on S3 are not one round trip each.
+ */
+async function* assembled(deps: Deps, trx: Db, chunks: StoredChunk[], expectedSha: string | undefined) {
   const hash = expectedSha === undefined ? undefined : createHash("sha256");
-  let i = 0;
-  while (i < chunks.length) {
-    let j = i;
-    let bytes = 0;
-    while (j < chunks.length && (j === i || bytes + chunks[j]!.size <= BATCH_BYTES)) { bytes += chunks[j]!.size; j++; }
-    const rows: Array<{ data: Buffer }> = await trx("upload_chunks").where({ upload_id: uploadId })
-      .whereBetween("idx", [chunks[i]!.index, chunks[j - 1]!.index]).orderBy("idx").select("data");
-    for (const r of rows) { hash?.update(r.data); yield r.data; }
-    i = j;
+  const segs = segments(chunks);
+  const bytesOf = (seg: StoredChunk[]) => seg.reduce((n, c) => n + c.size, 0);
+  const pending: Array<Promise<Buffer[]>> = [];
+  let next = 0;
+  let ahead = 0;
+  for (let i = 0; i < segs.length; i++) {
+    while (next < segs.length && (pending.length === 0 || ahead + bytesOf(segs[next]!) <= READ_AHEAD_BYTES)) {
+      const seg = segs[next++]!;
+      ahead += bytesOf(seg);
+      const p = readSegment(deps, trx, seg);
+      p.catch(() => {}); // observed when its turn comes
+      pending.push(p);
+    }
+    const datas = await pending.shift()!;
+    ahead -= bytesOf(segs[i]!);
+    for (const [j, data] of datas.entries()) {
+      const c = segs[i]![j]!;
+      if (data.length !== c.size) throw new ObjectLengthMismatchError(`chunk ${c.index} holds ${data.length} bytes, ${c.size} were stored`);
+      hash?.update(data);
+      yield data;
+    }
   }
   // Failing here, before the end, makes the store discard what it wrote: nothing is stored.
   if (hash) {
@@ -174,8 +310,8 @@ export async function finishUpload(deps: Deps, caller: Caller, input: FinishInpu
       if (input.sha256 !== undefined && s.sha256 !== null && input.sha256 !== s.sha256) {
         throw finishFailure(`sha256 differs from the one given at media.upload_begin.`, "sha256");
       }
-      const chunks: Array<{ index: number; size: number }> = (await trx("upload_chunks").where({ upload_id: s.id }).orderBy("idx").select("idx", "size"))
-        .map((r: { idx: number; size: number }) => ({ index: Number(r.idx), size: Number(r.size) }));
+      const chunks: StoredChunk[] = (await trx("upload_chunks").where({ upload_id: s.id, state: "stored" }).orderBy("idx").select("id", "idx", "size", "store_key"))
+        .map((r: { id: number; idx: number; size: number; store_key: string | null }) => ({ id: Number(r.id), index: Number(r.idx), size: Number(r.size), key: r.store_key }));
       const plan = assemble(chunks, declared);
       if (!plan.ok) {
         throw new AppError("invalid_request", `The chunks received do not make the whole file: ${plan.receivedBytes} of ${declared} bytes, ${plan.missing.length ? `indexes missing: ${plan.missing.slice(0, 20).join(", ")}${plan.missing.length > 20 ? ", ..." : ""}` : "no index missing"}. The session stays open: send the missing chunks and finish again.`, {
@@ -183,14 +319,19 @@ export async function finishUpload(deps: Deps, caller: Caller, input: FinishInpu
         });
       }
       const access = await authorize(deps, caller, Number(s.collection_id), "upload");
-      const mime = await sniffBytes(await leadingBytes(trx, s.id, chunks, 4100), s.content_type ?? mimeOfFilename(s.filename ?? undefined));
+      const mime = await sniffBytes(await leadingBytes(deps, trx, chunks, 4100), s.content_type ?? mimeOfFilename(s.filename ?? undefined));
       const key = freshStoreKey(caller.userId, Number(s.collection_id), s.filename ?? undefined, "upload");
       let stored;
       try {
-        stored = await deps.ctx.store.put(key, Readable.from(assembled(trx, s.id, chunks, input.sha256 ?? s.sha256 ?? undefined)), { contentType: mime, contentLength: declared });
+        stored = await deps.ctx.store.put(key, Readable.from(assembled(deps, trx, chunks, input.sha256 ?? s.sha256 ?? undefined)), { contentType: mime, contentLength: declared });
       } catch (err) {
         if (err instanceof ChecksumMismatchError) throw finishFailure(`The assembled file has sha256 ${err.actual}, not the one expected.`, "sha256", { actual_sha256: err.actual });
         if (err instanceof ObjectLengthMismatchError) throw finishFailure(`The assembled file does not have the declared length: ${err.message}.`, "content_length");
+        if (err instanceof ChunkMissingError) {
+          // Lost from the store: the index must be sent again.
+          await trx("upload_chunks").where({ upload_id: s.id, idx: err.index, state: "stored" }).delete();
+          throw finishFailure(`The stored bytes of chunk ${err.index} are gone; send that index again and finish again.`, "upload_id", { missing_indexes: [err.index] });
+        }
         throw err;
       }
       storedKey = key;
@@ -198,6 +339,7 @@ export async function finishUpload(deps: Deps, caller: Caller, input: FinishInpu
         name: itemName(s.name ?? undefined, s.filename ?? undefined), description: s.description, tags: s.tags ?? [], sha256: stored.sha256,
       });
       await trx("upload_sessions").where({ id: s.id }).update({ state: "finished", media_id: row.id });
+      await orphanChunkObjects(deps, trx, await chunkKeysOf(trx, [s.id]));
       await trx("upload_chunks").where({ upload_id: s.id }).delete();
       return { media: mediaJson(row), chunked_upload: true, upload_id: s.id };
     });
@@ -216,15 +358,22 @@ export async function abortUpload(deps: Deps, caller: Caller, uploadId: string) 
     if (s.state === "finished") {
       throw new AppError("invalid_request", `Upload ${uploadId} already finished as media ${s.media_id}; remove the item with media.delete.`, { field: "upload_id", media_id: Number(s.media_id) });
     }
-    const [{ n }] = await trx("upload_chunks").where({ upload_id: uploadId }).count<{ n: number }[]>("* as n");
+    const [{ n }] = await trx("upload_chunks").where({ upload_id: uploadId, state: "stored" }).count<{ n: number }[]>("* as n");
+    await orphanChunkObjects(deps, trx, await chunkKeysOf(trx, [uploadId]));
     await trx("upload_sessions").where({ id: uploadId }).delete();
     return { upload_id: uploadId, aborted: true, discarded_chunks: Number(n) };
-  });
+  }).finally(() => deps.ctx.bus.flush());
 }
 
 /** The upload_cleanup job: expired upload sessions (chunks go with them) and download sessions. */
 export async function cleanupExpiredSessions(deps: Deps, now = new Date()) {
-  const uploads = await deps.db("upload_sessions").where("expires_at", "<", now).delete();
+  const uploads = await deps.db.transaction(async (trx) => {
+    const expired: Array<{ id: string }> = await trx("upload_sessions").where("expires_at", "<", now).forUpdate().select("id");
+    const ids = expired.map((r) => r.id);
+    await orphanChunkObjects(deps, trx, await chunkKeysOf(trx, ids));
+    return ids.length ? trx("upload_sessions").whereIn("id", ids).delete() : 0;
+  });
+  deps.ctx.bus.flush();
   const downloads = await deps.db("download_sessions").where("expires_at", "<", now).delete();
   return { expired_upload_sessions: Number(uploads), expired_download_sessions: Number(downloads) };
 }
