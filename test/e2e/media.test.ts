@@ -1,5 +1,6 @@
 /** media.* catalogue operations through the JSON endpoint. */
 import test from "ava";
+import { randomUUID } from "node:crypto";
 import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
 import { startImageServer, type ImageServer } from "../helpers/image-server.js";
 
@@ -16,6 +17,13 @@ test.after.always(async () => { await sys?.stop(); await img?.close(); });
 
 async function collection(u: TestUser, name: string) {
   return (await sys.must(u.token, { op: "collections.create", name })).collection.id as number;
+}
+async function objectBytes(key: string): Promise<Buffer> {
+  const obj = await sys.system.store.get(key);
+  if (!obj) throw new Error(`${key} is not in the store`);
+  const parts: Buffer[] = [];
+  for await (const p of obj.body) parts.push(p as Buffer);
+  return Buffer.concat(parts);
 }
 async function note(u: TestUser, collectionId: number, fields: Record<string, unknown> = {}) {
   return (await sys.must(u.token, { op: "media.text_note.add", collection_id: collectionId, ...fields })).media;
@@ -328,6 +336,67 @@ test("thumbnails from an object-store key: automatic on update, and media.thumbn
   t.is((await sys.call(owner.token, { op: "media.thumbnail_uploaded", media_id: n.id, thumbnail_url: key3 })).status, 200);
   const missing = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: `store://${owner.userId}/${c}/1_none.jpg` });
   t.is(missing.status, 400);
+  // Omitted after the row's pair was made: nothing to do, and the 800 px background stays.
+  const width = async (k: string) => (await sharp(await objectBytes(k)).metadata()).width;
+  const current = (await sys.must(owner.token, { op: "media.get", media_id: n.id })).media;
+  t.is(await width(current.background_image_url), 800);
+  const again = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id });
+  t.is(again.status, 200, JSON.stringify(again.body));
+  t.is(again.body.noop, true);
+  t.is(again.body.media.background_image_url, current.background_image_url);
+  t.is(await width(current.background_image_url), 800);
+});
+
+test("media.thumbnail_finalize takes an http(s) image URL (fetched through the SSRF guard), given or already on the row", async (t) => {
+  const c = await collection(owner, "Remote thumbs");
+  const sharp = (await import("sharp")).default;
+  const n = await note(owner, c, { name: "remote" });
+  const fin = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: img.url("/photo.jpg") });
+  t.is(fin.status, 200, JSON.stringify(fin.body));
+  t.regex(fin.body.media.thumbnail_url, /_thumb\.webp$/);
+  t.is((await sharp(await objectBytes(fin.body.media.background_image_url)).metadata()).width, 800);
+  // media.create keeps an http(s) thumbnail_url as it is; finalize then makes the pair from it.
+  const link = (await sys.must(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/page.html"), thumbnail_url: img.url("/photo.jpg") })).media;
+  t.is(link.thumbnail_url, img.url("/photo.jpg"));
+  const fromRow = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: link.id });
+  t.is(fromRow.status, 200, JSON.stringify(fromRow.body));
+  t.regex(fromRow.body.media.thumbnail_url, /_thumb\.webp$/);
+  t.truthy(fromRow.body.media.background_image_url);
+  const notImage = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: img.url("/page.html") });
+  t.is(notImage.status, 400);
+  t.is(notImage.body.field, "thumbnail_url");
+  const blocked = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: "http://169.254.169.254/latest/meta-data" });
+  t.is(blocked.status, 400);
+  t.is(blocked.body.field, "thumbnail_url");
+});
+
+test("media.update: viewer collection is refused; a text note's viewer sets its display_mode too", async (t) => {
+  const c = await collection(owner, "Viewer updates");
+  const item = (await sys.must(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/photo.jpg") })).media;
+  const asLink = await sys.call(owner.token, { op: "media.update", media_id: item.id, viewer: "collection" });
+  t.is(asLink.status, 400);
+  t.is(asLink.body.field, "viewer");
+  const n = await note(owner, c, { name: "md", text: "# hi" });
+  const md = await sys.call(owner.token, { op: "media.update", media_id: n.id, viewer: "markdown" });
+  t.is(md.status, 200, JSON.stringify(md.body));
+  t.is(md.body.media.viewer, "markdown");
+  t.is((await sys.must(owner.token, { op: "media.text_note.get", media_id: n.id })).display_mode, "markdown");
+  const image = await sys.call(owner.token, { op: "media.update", media_id: n.id, viewer: "image" });
+  t.is(image.status, 400);
+  t.is(image.body.field, "viewer");
+});
+
+test("a one-call item replaced before its bytes arrived is not taken for abandoned by the upload_finalize job", async (t) => {
+  const c = await collection(owner, "Replaced one-call");
+  const minted = await sys.must(owner.token, { op: "media.get_upload_url", collection_id: c, filename: "never.png", content_type: "image/png", name: "Will be replaced" });
+  const id = minted.media.id as number;
+  const replaced = await sys.call(owner.token, { op: "media.replace", media_id: id, source_url: img.url("/photo.jpg") });
+  t.is(replaced.status, 200, JSON.stringify(replaced.body));
+  await sys.system.runJob("upload_finalize", { now: new Date(Date.now() + 24 * 3600_000).toISOString() });
+  const after = await sys.call(owner.token, { op: "media.get", media_id: id });
+  t.is(after.status, 200, "the replaced item survives");
+  t.is(after.body.media.name, "Will be replaced");
+  t.deepEqual(await objectBytes(after.body.media.main_url) !== undefined, true);
 });
 
 test("every media change emits collection.updated for its collection", async (t) => {
@@ -343,4 +412,36 @@ test("every media change emits collection.updated for its collection", async (t)
   const kinds = () => events.filter((e) => e.collection_id === c).map((e) => e.kind);
   while (Date.now() < deadline && kinds().length < 5) await new Promise((r) => setTimeout(r, 50));
   t.deepEqual(kinds(), ["created", "media_added", "media_updated", "media_archived", "media_removed"]);
+});
+
+test("a collection's cover is not a media item: refused as source_url and as thumbnail_url, and never removed by media cleanup", async (t) => {
+  const created = await sys.call(owner.token, { op: "collections.create", name: "With a cover", thumbnail_url: img.url("/photo.jpg") });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  const c = created.body.collection.id as number;
+  const row = await sys.system.dbOf("collections")!("collections").where({ id: c }).first();
+  const coverKeys = [row.thumbnail_url, row.cover_thumbnail_url] as string[];
+  t.true(coverKeys.every((k) => k.startsWith(`store://${owner.userId}/`)));
+  const asSource = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: coverKeys[0] });
+  t.is(asSource.status, 400);
+  t.is(asSource.body.field, "source_url");
+  t.regex(asSource.body.detail, /cover/);
+  const n = await note(owner, c);
+  const asThumb = await sys.call(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: coverKeys[1] });
+  t.is(asThumb.status, 400);
+  t.is(asThumb.body.field, "thumbnail_url");
+  t.is((await sys.call(owner.token, { op: "media.update", media_id: n.id, thumbnail_url: coverKeys[1] })).status, 400);
+
+  // An orphaned-objects event naming a cover, a live item's file and a free object removes only
+  // the free one: references are checked again when objects are removed.
+  const item = (await sys.must(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/photo.jpg") })).media;
+  const free = `store://${owner.userId}/${c}/free-object.bin`;
+  await sys.system.store.put(free, Buffer.from("x"), { contentType: "application/octet-stream" });
+  await sys.system.dbOf("media")!("outbox").insert({
+    id: randomUUID(), type: "media.objects.orphaned", payload: JSON.stringify({ store_keys: [...coverKeys, item.main_url, free] }), headers: JSON.stringify({}),
+  });
+  await sys.system.drainEvents();
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && (await sys.system.store.head(free))) await new Promise((r) => setTimeout(r, 50));
+  t.is(await sys.system.store.head(free), undefined, "the free object is removed");
+  for (const k of [...coverKeys, item.main_url]) t.truthy(await sys.system.store.head(k), `${k} is still in use and stays`);
 });

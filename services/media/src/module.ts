@@ -5,7 +5,7 @@ import { mediaMigrations } from "./store/migrations.js";
 import { internalHandlers } from "./rpc/internal-rpc.js";
 import { catalogueHandlers } from "./rpc/media-rpc.js";
 import { transferHandlers } from "./rpc/transfer-rpc.js";
-import { createDeps } from "./app/deps.js";
+import { createDeps, removableKeys } from "./app/deps.js";
 import { cleanupExpiredSessions } from "./app/chunked.js";
 import { finalizeJob } from "./app/uploads.js";
 
@@ -17,13 +17,15 @@ export const mediaModule: ServiceModule = {
   migrations: mediaMigrations,
   extensions: ["pg_trgm", "unaccent"],
   async init(ctx) {
-    // Objects whose rows are gone are removed from the store; a failure is retried by the bus.
+    const deps = createDeps(ctx);
+    // Objects whose rows are gone are removed from the store, unless something took them up
+    // meanwhile; a failure is retried by the bus.
     await ctx.bus.subscribe("object-cleanup", EVENTS.objectsOrphaned, async (event) => {
       const keys = (event.payload.store_keys as string[]) ?? [];
-      await ctx.store.delete(keys);
-      ctx.log.debug({ count: keys.length }, "removed orphaned objects");
+      const removable = await removableKeys(deps, keys);
+      await ctx.store.delete(removable);
+      ctx.log.debug({ count: removable.length, kept: keys.length - removable.length }, "removed orphaned objects");
     });
-    const deps = createDeps(ctx);
     const internal = internalHandlers(ctx);
     const catalogue = catalogueHandlers(deps);
     const transfer = transferHandlers(deps);

@@ -287,6 +287,17 @@ export async function exportCollection(deps: Deps, caller: Caller, id: number, f
 }
 
 /** CheckAccess: may this user do this on this collection? Nothing is cached. */
+/** The keys among `keys` that a collection (deleted ones included) holds as its cover. */
+export async function coverStoreKeys(deps: Deps, keys: string[]): Promise<{ storeKeys: string[] }> {
+  if (!keys.length) return { storeKeys: [] };
+  const { rows } = await deps.db.raw(
+    `SELECT k FROM unnest(?::text[]) AS k WHERE EXISTS (SELECT 1 FROM collections WHERE thumbnail_url = k)
+        OR EXISTS (SELECT 1 FROM collections WHERE cover_thumbnail_url = k)`,
+    [keys],
+  );
+  return { storeKeys: rows.map((r: { k: string }) => r.k) };
+}
+
 export async function checkAccess(deps: Deps, userId: string, id: number, action: string) {
   const row = await findCollection(deps.db, id);
   if (!row) return { exists: false, allowed: false, isOwner: false, ownerUserId: "", isArchived: false, isDeleted: false, deniedPermission: "" };

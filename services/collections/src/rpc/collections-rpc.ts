@@ -4,7 +4,7 @@ import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb
 import { callerOf, jsonOf, requireCaller, result } from "@cms/platform";
 import type { AccessLevel, AliasChoice } from "../domain/rules.js";
 import type { Deps } from "../app/deps.js";
-import { batchGet, checkAccess, createCollection, exportCollection, getBySlug, getCollection, listCollections, setArchived, shareUrlOf, statsOf, updateCollection } from "../app/crud.js";
+import { batchGet, checkAccess, coverStoreKeys, createCollection, exportCollection, getBySlug, getCollection, listCollections, setArchived, shareUrlOf, statsOf, updateCollection } from "../app/crud.js";
 import { deleteCollection, restoreCollection } from "../app/lifecycle.js";
 import { publishCollection, unpublishCollection } from "../app/publish.js";
 import { moveCollection, reorderCollections } from "../app/nesting.js";
@@ -169,6 +169,9 @@ export function collectionsRoutes(deps: Deps) {
       },
       async checkAccess(req) {
         return checkAccess(deps, req.userId, Number(req.collectionId), req.action);
+      },
+      async coverStoreKeys(req) {
+        return coverStoreKeys(deps, req.storeKeys);
       },
     });
 }

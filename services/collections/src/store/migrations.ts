@@ -107,4 +107,12 @@ export const collectionsMigrations: MigrationList = [
       });
     },
   }],
+  // The media service asks which keys are covers (CoverStoreKeys) before it adopts or removes
+  // objects; these make that an index lookup.
+  ["20261123010000_cover_key_indexes", {
+    async up(knex) {
+      await knex.raw("CREATE INDEX collections_thumbnail_url ON collections (thumbnail_url) WHERE thumbnail_url IS NOT NULL");
+      await knex.raw("CREATE INDEX collections_cover_thumbnail_url ON collections (cover_thumbnail_url) WHERE cover_thumbnail_url IS NOT NULL");
+    },
+  }],
 ];

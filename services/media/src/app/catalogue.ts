@@ -1,10 +1,10 @@
 /** The media catalogue: reading, creating, changing, deleting and arranging media rows. */
 import { AppError, isStoreKey, type Caller } from "@cms/platform";
 import { LINK_VIEWER, MEDIA_COLUMNS, mediaJson, type MediaRow } from "../domain/media-json.js";
-import { checkName, isVideoHostingUrl, listHint, normalizeTags } from "../domain/rules.js";
+import { TEXT_NOTE_URL, checkName, isVideoHostingUrl, listHint, normalizeTags, textNoteMode } from "../domain/rules.js";
 import { lockCollection, nextPosition, renumber, storeKeysOf } from "../store/media-store.js";
 import { authorize, emitUpdated, findMedia, mediaFor, orphanUnreferenced, type Deps } from "./deps.js";
-import { ingestSource, thumbnailsFromKey, type Ingested } from "./ingest.js";
+import { ingestSource, thumbnailsFromKey, thumbnailsFromRemote, type Ingested } from "./ingest.js";
 import { finalizedRow } from "./uploads.js";
 
 /** Lower case without diacritics, as the search_text column is built (unaccent + lower). */
@@ -34,7 +34,7 @@ export async function getMedia(deps: Deps, caller: Caller, id: number) {
 
 export async function describeMedia(deps: Deps, caller: Caller, id: number) {
   const { row } = await finalizedRow(deps, (await mediaFor(deps, caller, id, "read")).row);
-  const kind = row.linked_collection_id !== null ? "collection_link" : row.main_url === "inline://text-note" ? "text_note" : isStoreKey(row.main_url) ? "stored_file" : "external_link";
+  const kind = row.linked_collection_id !== null ? "collection_link" : row.main_url === TEXT_NOTE_URL ? "text_note" : isStoreKey(row.main_url) ? "stored_file" : "external_link";
   return {
     media: mediaJson(row),
     kind,
@@ -176,7 +176,16 @@ export async function updateMedia(deps: Deps, caller: Caller, id: number, input:
   if (input.name !== undefined) patch.name = input.name;
   if (input.description !== undefined) patch.description = input.description;
   if (input.tags !== undefined) patch.tags = normalizeTags(input.tags);
-  if (input.viewer !== undefined && !isVideoHostingUrl(cur.main_url)) patch.viewer = input.viewer;
+  if (input.viewer !== undefined) {
+    if (input.viewer === "collection") throw new AppError("invalid_request", "viewer collection belongs to sub-collection link rows, which collections.create makes.", { field: "viewer" });
+    if (cur.main_url === TEXT_NOTE_URL) {
+      // A note's viewer and display_mode always agree: the viewer sets both.
+      const mode = textNoteMode(undefined, input.viewer)!;
+      Object.assign(patch, { viewer: mode.viewer, display_mode: mode.displayMode, mime_type: mode.displayMode === "markdown" ? "text/markdown" : "text/plain" });
+    } else if (!isVideoHostingUrl(cur.main_url)) {
+      patch.viewer = input.viewer;
+    }
+  }
   const oldThumbs: string[] = [];
   if (input.thumbnailUrl !== undefined) {
     Object.assign(patch, await thumbnailFields(deps, caller, access.ownerUserId, Number(cur.collection_id), input.thumbnailUrl));
@@ -197,7 +206,7 @@ export async function updateMedia(deps: Deps, caller: Caller, id: number, input:
 export async function replaceMedia(deps: Deps, caller: Caller, id: number, input: { sourceUrl: string; name?: string; viewer?: string; thumbnailUrl?: string }) {
   checkName(input.name);
   const { row: cur, access } = await mediaFor(deps, caller, id, "edit");
-  if (cur.linked_collection_id !== null || cur.main_url === "inline://text-note") throw new AppError("invalid_request", "Only files and links are replaced; text notes use media.text_note.update.", { field: "media_id" });
+  if (cur.linked_collection_id !== null || cur.main_url === TEXT_NOTE_URL) throw new AppError("invalid_request", "Only files and links are replaced; text notes use media.text_note.update.", { field: "media_id" });
   const collectionId = Number(cur.collection_id);
   const ingested = await ingestSource(deps, caller, access.ownerUserId, collectionId, input.sourceUrl, input.viewer, !input.thumbnailUrl);
   const thumbs = await thumbnailFields(deps, caller, access.ownerUserId, collectionId, input.thumbnailUrl, ingested);
@@ -207,6 +216,9 @@ export async function replaceMedia(deps: Deps, caller: Caller, id: number, input
       main_url: ingested.main_url, viewer, mime_type: ingested.mime_type, size_bytes: ingested.size_bytes, sha256: ingested.sha256,
       ...thumbs, ...(input.name !== undefined ? { name: input.name } : {}), updated_at: new Date(),
     }).returning("*");
+    // A one-call row replaced before its bytes arrived no longer waits for them: without this,
+    // the upload_finalize job would take the replaced (valid) item for abandoned and delete it.
+    await trx("pending_uploads").where({ media_id: id }).delete();
     await orphanUnreferenced(deps, trx, storeKeysOf([cur]));
     await emitUpdated(deps, trx, collectionId, "media_updated");
     return r as MediaRow;
@@ -329,8 +341,18 @@ export async function reorderMedia(deps: Deps, caller: Caller, collectionId: num
 export async function finalizeThumbnail(deps: Deps, caller: Caller, id: number, thumbnailUrl: string | undefined) {
   const { row: cur, access } = await mediaFor(deps, caller, id, "edit");
   const key = thumbnailUrl ?? cur.thumbnail_url;
-  if (!key || !isStoreKey(key)) throw new AppError("invalid_request", "thumbnail_url must be an object-store key (PUT it with media.get_upload_url purpose=thumbnail first).", { field: "thumbnail_url" });
-  const thumbs = await thumbnailsFromKey(deps, caller, access.ownerUserId, Number(cur.collection_id), key);
+  // Omitted, with the row's thumbnail already made from a store key (media.create/update do
+  // that on their own): nothing to do. Making it again would shrink the 800 px background to the
+  // 200 px thumbnail it would be made from.
+  if (thumbnailUrl === undefined && key && isStoreKey(key) && cur.background_image_url) return { media: mediaJson(cur), noop: true };
+  const remote = Boolean(key && /^https?:\/\//i.test(key));
+  if (!key || (!isStoreKey(key) && !remote)) {
+    throw new AppError("invalid_request", "thumbnail_url must be an object-store key (PUT it with media.get_upload_url purpose=thumbnail first) or an http(s) image URL.", { field: "thumbnail_url" });
+  }
+  const collectionId = Number(cur.collection_id);
+  const thumbs = remote
+    ? await thumbnailsFromRemote(deps, access.ownerUserId, collectionId, key)
+    : await thumbnailsFromKey(deps, caller, access.ownerUserId, collectionId, key);
   const row = await deps.db.transaction(async (trx) => {
     const [r] = await trx("media").where({ id }).update({ ...thumbs, updated_at: new Date() }).returning("*");
     await orphanUnreferenced(deps, trx, [cur.thumbnail_url, cur.background_image_url, key].filter((k): k is string => Boolean(k && isStoreKey(k) && k !== thumbs.thumbnail_url)));

@@ -63,11 +63,40 @@ export async function emitUpdated(deps: Deps, trx: Db, collectionId: number, kin
  */
 export async function orphanUnreferenced(deps: Deps, trx: Db, keys: string[]): Promise<void> {
   if (!keys.length) return;
-  const { rows } = await trx.raw(
-    `SELECT k FROM unnest(?::text[]) AS k WHERE NOT EXISTS (
-       SELECT 1 FROM media m WHERE m.main_url = k OR m.thumbnail_url = k OR m.background_image_url = k)`,
+  const orphaned = await unreferencedByMedia(trx, keys);
+  if (orphaned.length) await deps.ctx.bus.enqueue(trx, EVENTS.objectsOrphaned, { store_keys: orphaned });
+}
+
+/** The keys no media row (file, thumbnail, background) nor a pending one-call upload uses. */
+async function unreferencedByMedia(db: Db, keys: string[]): Promise<string[]> {
+  const { rows } = await db.raw(
+    `SELECT k FROM unnest(?::text[]) AS k WHERE NOT EXISTS (SELECT 1 FROM media WHERE main_url = k)
+       AND NOT EXISTS (SELECT 1 FROM media WHERE thumbnail_url = k)
+       AND NOT EXISTS (SELECT 1 FROM media WHERE background_image_url = k)
+       AND NOT EXISTS (SELECT 1 FROM pending_uploads WHERE store_key = k)`,
     [keys],
   );
-  const orphaned = rows.map((r: { k: string }) => r.k);
-  if (orphaned.length) await deps.ctx.bus.enqueue(trx, EVENTS.objectsOrphaned, { store_keys: orphaned });
+  return rows.map((r: { k: string }) => r.k);
+}
+
+/** Which of the keys a collection uses as its cover (asked of the collections service). */
+export async function coverKeysAmong(deps: Deps, keys: string[]): Promise<Set<string>> {
+  const found = new Set<string>();
+  for (let i = 0; i < keys.length; i += 1000) {
+    const res = await deps.collections.coverStoreKeys({ storeKeys: keys.slice(i, i + 1000) });
+    for (const k of res.storeKeys) found.add(k);
+  }
+  return found;
+}
+
+/**
+ * The keys of a media.objects.orphaned event that may really go: an object can be shared (a
+ * copy, a thumbnail made from an item's file, a key adopted as a collection cover) and gain a
+ * reference after the event was written, so references are checked again at removal time.
+ */
+export async function removableKeys(deps: Deps, keys: string[]): Promise<string[]> {
+  const candidates = await unreferencedByMedia(deps.db, keys);
+  if (!candidates.length) return [];
+  const covers = await coverKeysAmong(deps, candidates);
+  return candidates.filter((k) => !covers.has(k));
 }

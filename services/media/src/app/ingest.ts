@@ -9,7 +9,7 @@ import { fileTypeFromBuffer } from "file-type";
 import { AppError, ImageError, OutboundError, fetchStream, freshStoreKey, isRasterImage, isStoreKey, mediaThumbnails, objectKeyOf, safeFetch, type Caller } from "@cms/platform";
 import { isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
 import { mimeOfUnsignedBytes } from "../domain/transfer-rules.js";
-import type { Deps } from "./deps.js";
+import { coverKeysAmong, type Deps } from "./deps.js";
 
 export const MAX_DOWNLOAD_BYTES = 100 * 1024 * 1024;
 const MAX_PAGE_BYTES = 2 * 1024 * 1024;
@@ -93,9 +93,17 @@ export function checkOwnKey(caller: Caller, ownerUserId: string, key: string, fi
   if (user !== caller.userId && user !== ownerUserId) throw new AppError("forbidden", `${field} names an object of another user.`);
 }
 
+/** "Cover images must not be uploaded as media items": a collection's cover key is refused. */
+async function refuseCoverKey(deps: Deps, key: string, field: string): Promise<void> {
+  if ((await coverKeysAmong(deps, [key])).has(key)) {
+    throw new AppError("invalid_request", `${field} is a collection's cover image; covers are not media items (set them with collections.update thumbnail_url).`, { field });
+  }
+}
+
 /** Thumbnails from an object-store key (media.thumbnail_finalize and automatic finalization). */
 export async function thumbnailsFromKey(deps: Deps, caller: Caller, ownerUserId: string, collectionId: number, key: string) {
   checkOwnKey(caller, ownerUserId, key, "thumbnail_url");
+  await refuseCoverKey(deps, key, "thumbnail_url");
   let image: Buffer;
   try {
     image = await readAll(deps, key, MAX_IMAGE_BYTES);
@@ -112,12 +120,32 @@ export async function thumbnailsFromKey(deps: Deps, caller: Caller, ownerUserId:
   }
 }
 
+/**
+ * Thumbnails from an http(s) image URL (media.thumbnail_finalize of a URL), fetched through the
+ * SSRF guard; an image that cannot be fetched or processed is a 400 on thumbnail_url.
+ */
+export async function thumbnailsFromRemote(deps: Deps, ownerUserId: string, collectionId: number, url: string) {
+  let body: Buffer;
+  try {
+    const res = await safeFetch(url, { policy: policy(deps), maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
+    if (res.status !== 200) throw new AppError("invalid_request", `Fetching thumbnail_url answered HTTP ${res.status}.`, { field: "thumbnail_url" });
+    body = res.body;
+  } catch (err) {
+    if (err instanceof OutboundError) throw new AppError("invalid_request", `thumbnail_url could not be fetched: ${err.message}`, { field: "thumbnail_url", reason: err.reason });
+    throw err;
+  }
+  try {
+    return await storeThumbnails(deps, ownerUserId, collectionId, body);
+  } catch (err) {
+    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is not a processable raster image: ${err.message}`, { field: "thumbnail_url" });
+    throw err;
+  }
+}
+
 /** Thumbnails from an image URL (a page's preview image); failures leave the item without one. */
 async function thumbnailsFromUrl(deps: Deps, ownerUserId: string, collectionId: number, url: string) {
   try {
-    const res = await safeFetch(url, { policy: policy(deps), maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
-    if (res.status !== 200) return undefined;
-    return await storeThumbnails(deps, ownerUserId, collectionId, res.body);
+    return await thumbnailsFromRemote(deps, ownerUserId, collectionId, url);
   } catch (err) {
     deps.ctx.log.info({ err: (err as Error).message, url }, "preview image not usable");
     return undefined;
@@ -154,6 +182,7 @@ export function pagePreview(html: string, pageUrl: string): { image?: string; ti
 export async function ingestSource(deps: Deps, caller: Caller, ownerUserId: string, collectionId: number, sourceUrl: string, viewerHint: string | undefined, wantThumbnail: boolean): Promise<Ingested> {
   if (isStoreKey(sourceUrl)) {
     checkOwnKey(caller, ownerUserId, sourceUrl, "source_url");
+    await refuseCoverKey(deps, sourceUrl, "source_url");
     const info = await deps.ctx.store.head(sourceUrl);
     if (!info) throw new AppError("invalid_request", "source_url names an object that was never uploaded.", { field: "source_url" });
     const mime = await sniff(deps, sourceUrl, info.contentType);
