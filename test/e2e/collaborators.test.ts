@@ -137,7 +137,7 @@ test("invite refusals: not owner 403, missing or deleted 404, public or register
   t.is(onDeleted.body.error, "not_found");
 });
 
-test("re-inviting: pending updates its flags, accepted is 409 conflict, declined becomes pending again", async (t) => {
+test("re-inviting: pending updates its flags, accepted is 400 invalid_request naming username, declined becomes pending again", async (t) => {
   const owner = await sys.user();
   const guest = await sys.user();
   const c = await create(owner, { name: "Reinvite", share_access_level: "private" });
@@ -161,8 +161,9 @@ test("re-inviting: pending updates its flags, accepted is 409 conflict, declined
   t.is((await accept(guest, c.id, owner)).status, 200);
 
   const conflict = await invite(owner, c.id, guest.username);
-  t.is(conflict.status, 409);
-  t.is(conflict.body.error, "conflict");
+  t.is(conflict.status, 400);
+  t.is(conflict.body.error, "invalid_request");
+  t.is(conflict.body.field, "username");
 });
 
 test("accept and decline: only the invitee, only a pending invite from that inviter", async (t) => {

@@ -73,7 +73,9 @@ export async function inviteCollaborator(deps: Deps, caller: Caller, collectionI
     await trx.raw("SELECT pg_advisory_xact_lock(hashtext(?))", [`cms-invite:${caller.userId}`]);
     const cur = await locked(trx, collectionId, found.userId);
     if (cur?.status === "accepted") {
-      throw new AppError("conflict", `${name} is already a collaborator on collection ${collectionId}; use collaborators.update_permissions to change the flags.`, { field: "username" });
+      // The contract's error table has no conflict code: an invite to an existing collaborator is
+      // a request that cannot be carried out as sent.
+      throw new AppError("invalid_request", `${name} is already a collaborator on collection ${collectionId}; use collaborators.update_permissions to change the flags.`, { field: "username" });
     }
     if (cur?.status === "pending") {
       // Re-inviting a pending invitee only updates the flags: no new invite is sent or counted.
