@@ -194,6 +194,36 @@ test("chunked download: begin gives the session facts; chunks in any order, any 
   t.is((await sys.call(owner.token, { op: "media.download_begin", media_id: note.body.media.id })).status, 400);
 });
 
+test("an empty file: media.download answers 200 with no bytes; its one download chunk is empty and reassembles to its sha256", async (t) => {
+  const mint = await sys.call(owner.token, { op: "media.get_upload_url", collection_id: c, filename: "empty.txt", content_type: "text/plain" });
+  t.is(mint.status, 200, JSON.stringify(mint.body));
+  const put = await fetch(mint.body.byte_upload_url, { method: "PUT", headers: { "content-type": "text/plain", "content-length": "0" }, body: Buffer.alloc(0) });
+  t.is(put.status, 200, await put.text());
+  const created = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: mint.body.store_key, name: "Empty" });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  const id = created.body.media.id;
+
+  const raw = await download(owner.token, id);
+  t.is(raw.status, 200);
+  t.is(raw.headers.get("content-length"), "0");
+  t.is((await raw.arrayBuffer()).byteLength, 0);
+
+  const b = await sys.call(owner.token, { op: "media.download_begin", media_id: id });
+  t.is(b.status, 200, JSON.stringify(b.body));
+  t.is(b.body.content_length, 0);
+  t.is(b.body.chunk_count, 1);
+  t.is(b.body.sha256, sha(Buffer.alloc(0)));
+  const first = await sys.call(owner.token, { op: "media.download_chunk", download_id: b.body.download_id, index: 0 });
+  t.is(first.status, 200, JSON.stringify(first.body));
+  t.is(first.body.content_base64, "");
+  t.is(first.body.content_length, 0);
+  t.true(first.body.is_last);
+  t.is(sha(Buffer.from(first.body.content_base64, "base64")), b.body.sha256);
+  const past = await sys.call(owner.token, { op: "media.download_chunk", download_id: b.body.download_id, index: 1 });
+  t.is(past.status, 400);
+  t.is(past.body.field, "index");
+});
+
 test("describe's proxy URLs serve the stored bytes with the apikey and a bearer token (read permission)", async (t) => {
   const d = await sys.call(owner.token, { op: "media.describe", media_id: imageId });
   t.is(d.status, 200);

@@ -171,6 +171,31 @@ test("the per-user rate limit answers 429 rate_limited once exceeded", async (t)
   t.is((await limited.call(other.token, { op: "ping" })).status, 200);
 });
 
+test("once the rate limiter has counted a request, every answer carries x-ratelimit-limit and x-ratelimit-remaining, errors and the 429 too", async (t) => {
+  const limited = await startTestSystem({ RATE_LIMIT_PER_MINUTE: "3" });
+  t.teardown(() => limited.stop());
+  const u = await limited.user();
+  // Windows are whole clock minutes: start well inside one so that the counts below hold.
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < 5_000) await new Promise((r) => setTimeout(r, left + 100));
+  const ok = await limited.call(u.token, { op: "ping" });
+  t.is(ok.status, 200);
+  t.is(ok.headers.get("x-ratelimit-limit"), "3");
+  t.is(ok.headers.get("x-ratelimit-remaining"), "2");
+  const missing = await limited.call(u.token, { op: "collections.get", collection_id: 987654321 });
+  t.is(missing.status, 404, JSON.stringify(missing.body));
+  t.is(missing.headers.get("x-ratelimit-limit"), "3");
+  t.is(missing.headers.get("x-ratelimit-remaining"), "1");
+  const invalid = await limited.call(u.token, { op: "collections.get", collection_id: "x" });
+  t.is(invalid.status, 400);
+  t.is(invalid.headers.get("x-ratelimit-remaining"), "0");
+  const over = await limited.call(u.token, { op: "ping" });
+  t.is(over.status, 429);
+  t.is(over.headers.get("x-ratelimit-limit"), "3");
+  t.is(over.headers.get("x-ratelimit-remaining"), "0");
+  t.truthy(over.headers.get("retry-after"));
+});
+
 test("a revoked token stops working at once (mcp.revoke_session)", async (t) => {
   const u = await sys.user();
   t.is((await sys.call(u.token, { op: "ping" })).status, 200);

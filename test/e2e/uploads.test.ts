@@ -227,6 +227,25 @@ test("classic flow: byte_upload_url PUT without Authorization, then media.create
   t.deepEqual(await stored(r.store_key), jpeg);
 });
 
+test("classic flow: description and tags are refused (they belong to the one-call flow or to media.create), not silently dropped", async (t) => {
+  const u = await sys.user();
+  const c = await collection(u);
+  for (const [field, extra] of [["description", { description: "d" }], ["tags", { tags: ["Shot"] }]] as const) {
+    const res = await sys.call(u.token, { op: "media.get_upload_url", collection_id: c, filename: "pic.png", content_type: "image/png", ...extra });
+    t.is(res.status, 400, JSON.stringify(res.body));
+    t.is(res.body.error, "invalid_request");
+    t.is(res.body.field, field);
+    t.regex(res.body.detail, /name/);
+    t.regex(res.body.detail, /media\.create/);
+  }
+  // An empty tag list asks for nothing; with a name both are kept (the one-call flow).
+  t.is((await sys.call(u.token, { op: "media.get_upload_url", collection_id: c, content_type: "image/png", tags: [] })).status, 200);
+  const oneCall = await sys.call(u.token, { op: "media.get_upload_url", collection_id: c, content_type: "image/png", name: "Named", description: "d", tags: ["Shot"] });
+  t.is(oneCall.status, 200, JSON.stringify(oneCall.body));
+  t.is(oneCall.body.media.description, "d");
+  t.deepEqual(oneCall.body.media.tags, ["shot"]);
+});
+
 test("PUT targets: Content-Length required, expired or forged or foreign grants refused, a body cut short leaves nothing, 100 MiB cap", async (t) => {
   const u = await sys.user();
   const c = await collection(u);
@@ -602,6 +621,33 @@ test.serial("chunked upload: abort discards; expired sessions and their chunks a
   t.is(Number((await mdb("upload_chunks").where({ upload_id: b.body.upload_id }).count("* as n"))[0]!.n), 0);
   t.true(await allRemoved(expiringKeys), "an expired session's chunk objects are removed");
   t.is((await chunk(u, b.body.upload_id, 0, bytes)).status, 404);
+});
+
+// Serial too: the job runs with a clock far ahead, for every session.
+test.serial("chunked upload: a finished session outlives its expiry, still answering upload_finish with its item; the upload_cleanup job removes it after 30 days", async (t) => {
+  const u = await sys.user();
+  const c = await collection(u);
+  const bytes = randomBytes(20_000);
+  const b = await begin(u, { collection_id: c, content_length: bytes.length, name: "Kept" });
+  t.is(b.status, 200, JSON.stringify(b.body));
+  const id = b.body.upload_id;
+  for (const [i, part] of split(bytes, 16384).entries()) t.is((await chunk(u, id, i, part)).status, 200);
+  const fin = await sys.call(u.token, { op: "media.upload_finish", upload_id: id });
+  t.is(fin.status, 200, JSON.stringify(fin.body));
+  const mdb = sys.system.dbOf("media")!;
+
+  await sys.system.runJob("upload_cleanup", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
+  t.truthy(await mdb("upload_sessions").where({ id }).first(), "a finished session survives its expiry");
+  const again = await sys.call(u.token, { op: "media.upload_finish", upload_id: id });
+  t.is(again.status, 200, JSON.stringify(again.body));
+  t.is(again.body.media.id, fin.body.media.id);
+  t.is(await mediaCount(u, c), 1);
+
+  const job = await sys.system.runJob("upload_cleanup", { now: new Date(new Date(b.body.expires_at).getTime() + 31 * 24 * 3600_000).toISOString() });
+  t.true((job.expired_upload_sessions as number) >= 1, JSON.stringify(job));
+  t.is(await mdb("upload_sessions").where({ id }).first(), undefined);
+  t.is((await sys.call(u.token, { op: "media.upload_finish", upload_id: id })).status, 404);
+  t.is((await sys.call(u.token, { op: "media.get", media_id: fin.body.media.id })).status, 200, "the item stays");
 });
 
 test("upload_begin checks upload permission and both storage quotas (open sessions count)", async (t) => {

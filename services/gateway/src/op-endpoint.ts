@@ -141,7 +141,9 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
 
     const rateKey = caller ? `u:${caller.userId}` : `ip:${req.socket.remoteAddress ?? "?"}`;
     const rate = await rateLimiter.hit(rateKey);
-    const rateHeaders = { "x-ratelimit-limit": String(rate.limit), "x-ratelimit-remaining": String(rate.remaining) };
+    // On the response itself: every answer from here on carries them, errors and the 429 included.
+    res.setHeader("x-ratelimit-limit", String(rate.limit));
+    res.setHeader("x-ratelimit-remaining", String(rate.remaining));
     if (!rate.allowed) {
       const retry = String(Math.max(1, Math.ceil(rate.resetMs / 1000)));
       res.setHeader("retry-after", retry);
@@ -155,7 +157,7 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
     delete fields.idempotency_key;
     if (typeof key === "string" && caller) {
       const claim = await idempotency.claim(caller.userId, op.name, key, sha256Hex(canonicalJson(body)));
-      if (claim.kind === "replay") return { ...claim.response, headers: { ...rateHeaders, "idempotent-replayed": "true" } };
+      if (claim.kind === "replay") return { ...claim.response, headers: { "idempotent-replayed": "true" } };
       let outcome: OpOutcome;
       try {
         outcome = await dispatch(op, fields, caller);
@@ -164,15 +166,15 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
       }
       if (outcome.status >= 500) await claim.release();
       else await claim.complete(outcome);
-      return { ...outcome, headers: rateHeaders };
+      return outcome;
     }
     const outcome = await dispatch(op, fields, caller);
     if (op.streamsObject && outcome.status === 200) {
       // The service named the object; the bytes go from the store to the client, not as JSON.
       const object = (JSON.parse(outcome.body) as { object?: ObjectRef }).object;
-      if (object) return { ...outcome, headers: rateHeaders, object };
+      if (object) return { ...outcome, object };
     }
-    return { ...outcome, headers: rateHeaders };
+    return outcome;
   }
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

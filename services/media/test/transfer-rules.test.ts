@@ -115,6 +115,14 @@ test("download chunks: count, ranges, the last one shorter, past the end refused
   t.is(past.extra.chunk_count, 3);
 });
 
+test("download chunks of an empty file: one chunk with no byte range; index 1 refused", (t) => {
+  t.is(chunkCount(0), 1);
+  t.is(chunkRange(0, 0), null);
+  t.is(refused(t, () => chunkRange(1, 0)).extra.chunk_count, 1);
+  t.deepEqual(chunkRange(0, 1), { start: 0, end: 0 });
+  t.deepEqual(chunkRange(0, 16384), { start: 0, end: 16383 });
+});
+
 test("quotas: per user and per collection, at the limit allowed", (t) => {
   t.notThrows(() => checkQuotas({ userBytes: 90, userLimit: 100, collectionBytes: 0, collectionLimit: 50, requested: 10 }));
   const user = refused(t, () => checkQuotas({ userBytes: 91, userLimit: 100, collectionBytes: 0, collectionLimit: 50, requested: 10 }));

@@ -365,10 +365,22 @@ export async function abortUpload(deps: Deps, caller: Caller, uploadId: string) 
   }).finally(() => deps.ctx.bus.flush());
 }
 
-/** The upload_cleanup job: expired upload sessions (chunks go with them) and download sessions. */
+/**
+ * How long past its expires_at a finished session is kept: upload_finish with its upload_id must
+ * keep answering the same item (a client retrying after a lost answer), so only a long-dead id goes.
+ */
+const FINISHED_SESSION_RETENTION_MS = 30 * 24 * 3600_000;
+
+/**
+ * The upload_cleanup job: open upload sessions past expiry (chunks go with them), finished ones
+ * past the retention above, and expired download sessions.
+ */
 export async function cleanupExpiredSessions(deps: Deps, now = new Date()) {
   const uploads = await deps.db.transaction(async (trx) => {
-    const expired: Array<{ id: string }> = await trx("upload_sessions").where("expires_at", "<", now).forUpdate().select("id");
+    const expired: Array<{ id: string }> = await trx("upload_sessions")
+      .where((q) => q.where({ state: "open" }).andWhere("expires_at", "<", now))
+      .orWhere((q) => q.where({ state: "finished" }).andWhere("expires_at", "<", new Date(now.getTime() - FINISHED_SESSION_RETENTION_MS)))
+      .forUpdate().select("id");
     const ids = expired.map((r) => r.id);
     await orphanChunkObjects(deps, trx, await chunkKeysOf(trx, ids));
     return ids.length ? trx("upload_sessions").whereIn("id", ids).delete() : 0;

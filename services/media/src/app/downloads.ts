@@ -100,11 +100,18 @@ export async function downloadChunk(deps: Deps, caller: Caller, downloadId: stri
   if (row.main_url !== s.store_key) throw new AppError("conflict", `Media ${s.media_id} was replaced after the download began; begin again.`, { field: "download_id" });
   const size = Number(s.content_length);
   const range = chunkRange(index, size, Number(s.chunk_bytes));
-  const obj = await deps.ctx.store.get(s.store_key, range);
-  if (!obj) throw new AppError("not_found", `The stored file of media ${s.media_id} is missing.`, { field: "download_id" });
-  const parts: Buffer[] = [];
-  for await (const c of obj.body) parts.push(c as Buffer);
-  const bytes = Buffer.concat(parts);
+  const missing = () => new AppError("not_found", `The stored file of media ${s.media_id} is missing.`, { field: "download_id" });
+  let bytes = Buffer.alloc(0);
+  if (range) {
+    const obj = await deps.ctx.store.get(s.store_key, range);
+    if (!obj) throw missing();
+    const parts: Buffer[] = [];
+    for await (const c of obj.body) parts.push(c as Buffer);
+    bytes = Buffer.concat(parts);
+  } else if (!(await deps.ctx.store.head(s.store_key))) {
+    // An empty file's one chunk: nothing to read (no store takes an empty range), but it must still be there.
+    throw missing();
+  }
   const count = chunkCount(size, Number(s.chunk_bytes));
   return {
     download_id: downloadId, index, content_base64: bytes.toString("base64"), content_length: bytes.length,

@@ -39,8 +39,10 @@ function fetchError(err: unknown, field: string): never {
 
 
 
-async function readPrefix(deps: Deps, key: string, bytes: number): Promise<Buffer> {
-  const obj = await deps.ctx.store.get(key, { start: 0, end: bytes - 1 });
+async function readPrefix(deps: Deps, key: string, bytes: number, size: number): Promise<Buffer> {
+  // No ranged read of an empty object: S3 refuses a range that starts at its end.
+  if (size === 0) return Buffer.alloc(0);
+  const obj = await deps.ctx.store.get(key, { start: 0, end: Math.min(bytes, size) - 1 });
   if (!obj) return Buffer.alloc(0);
   const chunks: Buffer[] = [];
   let n = 0;
@@ -68,9 +70,9 @@ export async function sniffBytes(head: Buffer, declared: string | undefined): Pr
   return found?.mime ?? mimeOfUnsignedBytes(head, declared);
 }
 
-/** The MIME type of stored bytes, sniffed; the declared type when the bytes say nothing. */
-export async function sniff(deps: Deps, key: string, declared: string | undefined): Promise<string> {
-  return sniffBytes(await readPrefix(deps, key, 4100), declared);
+/** The MIME type of `size` stored bytes, sniffed; the declared type when the bytes say nothing. */
+export async function sniff(deps: Deps, key: string, size: number, declared: string | undefined): Promise<string> {
+  return sniffBytes(await readPrefix(deps, key, 4100, size), declared);
 }
 
 /** Stores the 200 px thumbnail and 800 px background of an image held in memory. */
@@ -185,7 +187,7 @@ export async function ingestSource(deps: Deps, caller: Caller, ownerUserId: stri
     await refuseCoverKey(deps, sourceUrl, "source_url");
     const info = await deps.ctx.store.head(sourceUrl);
     if (!info) throw new AppError("invalid_request", "source_url names an object that was never uploaded.", { field: "source_url" });
-    const mime = await sniff(deps, sourceUrl, info.contentType);
+    const mime = await sniff(deps, sourceUrl, info.size, info.contentType);
     const out: Ingested = { main_url: sourceUrl, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: info.size, sha256: null };
     if (wantThumbnail && isRasterImage(mime) && info.size <= MAX_IMAGE_BYTES) {
       try { Object.assign(out, await storeThumbnails(deps, ownerUserId, collectionId, await readAll(deps, sourceUrl, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }
@@ -252,7 +254,7 @@ export async function ingestSource(deps: Deps, caller: Caller, ownerUserId: stri
     if ((err as Error).name === "ObjectTooLargeError") throw new AppError("invalid_request", `source_url is larger than ${MAX_DOWNLOAD_BYTES} bytes.`, { field: "source_url" });
     throw new AppError("invalid_request", `Downloading source_url failed: ${(err as Error).message}`, { field: "source_url" });
   }
-  const mime = await sniff(deps, key, declared);
+  const mime = await sniff(deps, key, stored.size, declared);
   const out: Ingested = { main_url: key, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: stored.size, sha256: stored.sha256 };
   if (wantThumbnail && isRasterImage(mime) && stored.size <= MAX_IMAGE_BYTES) {
     try { Object.assign(out, await storeThumbnails(deps, ownerUserId, collectionId, await readAll(deps, key, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }

@@ -76,6 +76,12 @@ export async function getUploadUrl(deps: Deps, caller: Caller, input: UploadUrlI
       next_step: "PUT the bytes (no Authorization header), set thumbnail_url on the media row to store_key with media.update, then call media.thumbnail_finalize.",
     };
   }
+  if (input.name === undefined) {
+    // The classic flow makes no row: media.create makes the item later, with its own fields, so these would be lost.
+    for (const [field, given] of [["description", input.description !== undefined], ["tags", input.tags.length > 0]] as const) {
+      if (given) throw new AppError("invalid_request", `${field} is not kept by the classic flow (purpose=media without name): give name for the one-call flow, which creates the item now, or pass ${field} to media.create.`, { field });
+    }
+  }
   const access = await authorize(deps, caller, input.collectionId, "upload");
   const type = (input.contentType ?? mimeOfFilename(input.filename) ?? "application/octet-stream").toLowerCase();
   const key = freshStoreKey(caller.userId, input.collectionId, input.filename, "upload");

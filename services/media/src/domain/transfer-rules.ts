@@ -211,10 +211,14 @@ export function chunkCount(size: number, chunkBytes = CHUNK_BYTES): number {
   return Math.max(1, Math.ceil(size / chunkBytes));
 }
 
-/** Inclusive byte range of chunk `index`; an index past the last chunk is refused. */
-export function chunkRange(index: number, size: number, chunkBytes = CHUNK_BYTES): { start: number; end: number } {
+/**
+ * Inclusive byte range of chunk `index`; an index past the last chunk is refused. null for the
+ * one chunk of an empty file: it holds no bytes, and no inclusive range can say so.
+ */
+export function chunkRange(index: number, size: number, chunkBytes = CHUNK_BYTES): { start: number; end: number } | null {
   const count = chunkCount(size, chunkBytes);
   if (index >= count) throw new AppError("invalid_request", `index ${index} is past the last chunk; this download has ${count} chunk(s), indexes 0 to ${count - 1}.`, { field: "index", chunk_count: count });
+  if (size === 0) return null;
   const start = index * chunkBytes;
   return { start, end: Math.min(size, start + chunkBytes) - 1 };
 }
