@@ -114,6 +114,38 @@ test.serial("the retention job purges past the window; a later restore is 410 re
   t.is(res.body.error, "restore_window_expired");
 });
 
+test.serial("a sub-collection deleted on its own cannot be restored while its parent is deleted, so the parent's purge cannot take a live one", async (t) => {
+  const u = await sys.user({ plan: "free" });
+  const p = await create(u, { name: "Parent of a lone delete" });
+  const c = await create(u, { name: "Deleted first", parent_collection_id: p.id });
+  const noteInC = (await sys.must(u.token, { op: "media.text_note.add", collection_id: c.id, text: "keep me" })).media;
+  t.is((await sys.call(u.token, { op: "collections.delete", collection_id: c.id, cascade_media: true })).status, 200);
+  t.is((await sys.call(u.token, { op: "collections.delete", collection_id: p.id, cascade_media: true })).status, 200);
+  const refused = await sys.call(u.token, { op: "collections.restore", collection_id: c.id });
+  t.is(refused.status, 400);
+  t.is(refused.body.field, "collection_id");
+  t.is(refused.body.deleted_ancestor_id, p.id);
+  // The parent first, then the child: both live again, the note with them.
+  t.is((await sys.call(u.token, { op: "collections.restore", collection_id: p.id })).status, 200);
+  t.is((await sys.call(u.token, { op: "collections.restore", collection_id: c.id })).status, 200, "now it can");
+  await sys.system.runJob("retention", { now: new Date(Date.now() + 8 * 86400_000).toISOString() });
+  t.is((await sys.call(u.token, { op: "collections.get", collection_id: c.id })).status, 200);
+  t.is((await sys.call(u.token, { op: "media.text_note.get", media_id: noteInC.id })).status, 200);
+});
+
+test("a hard delete takes sub-collections deleted earlier on their own, with their media; restoring one then answers 410", async (t) => {
+  const u = await sys.user({ plan: "free" });
+  const p = await create(u, { name: "Hard parent" });
+  const c = await create(u, { name: "Soft child", parent_collection_id: p.id });
+  const noteInC = (await sys.must(u.token, { op: "media.text_note.add", collection_id: c.id, text: "gone with the parent" })).media;
+  t.is((await sys.call(u.token, { op: "collections.delete", collection_id: c.id, cascade_media: true })).status, 200);
+  t.is((await sys.call(u.token, { op: "collections.delete", collection_id: p.id, mode: "hard", confirm: true })).status, 200);
+  t.is(await sys.system.dbOf("media")!("media").where({ id: noteInC.id }).first(), undefined, "the child's media rows are gone too");
+  const late = await sys.call(u.token, { op: "collections.restore", collection_id: c.id });
+  t.is(late.status, 410);
+  t.is(late.body.error, "restore_window_expired");
+});
+
 test.serial("npm run admin -- jobs run retention --now reaches the running system", async (t) => {
   t.timeout(120_000);
   const u = await sys.user({ plan: "free" });

@@ -2,7 +2,7 @@
 import { AppError, isUniqueViolation, type Caller } from "@cms/platform";
 import { COLLECTION_COLUMNS, collectionJson, type CollectionRow } from "../domain/collection-json.js";
 import { restorableUntil, type Plan } from "../domain/rules.js";
-import { duplicateName, emitUpdated, orphanObjects, findCollection, notFound, ownedCollection, subtreeIds, type Deps } from "./deps.js";
+import { ancestorIds, duplicateName, emitUpdated, orphanObjects, findCollection, notFound, ownedCollection, subtreeIds, type Deps } from "./deps.js";
 
 export interface DeleteInput { mode: "soft" | "hard"; cascadeMedia: boolean; confirm: boolean; dryRun: boolean }
 
@@ -30,13 +30,19 @@ export async function deleteCollection(deps: Deps, caller: Caller, id: number, i
     if (!input.confirm) {
       throw new AppError("confirmation_required", "A hard delete removes the collection, its sub-collections and their media permanently; pass confirm=true (or dry_run=true to preview).", { field: "confirm" });
     }
+    // Everything under it goes, sub-collections soft-deleted earlier on their own included (the
+    // rows would go anyway with their parent; their media must not stay behind).
+    const all = await subtreeIds(db, id, { includeDeleted: true });
     // Media first (their stored objects go after the rows, through the bus), then the rows.
-    await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "hard" });
+    await deps.media.deleteCollectionMedia({ collectionIds: all.map(BigInt), mode: "hard" });
     await db.transaction(async (trx) => {
-      const covers = await trx("collections").whereIn("id", ids).select("thumbnail_url", "cover_thumbnail_url");
-      await orphanObjects(deps, trx, covers.flatMap((c) => [c.thumbnail_url, c.cover_thumbnail_url]));
-      await trx("collections").whereIn("id", ids).update({ parent_id: null });
-      await trx("collections").whereIn("id", ids).delete();
+      const gone = await trx("collections").whereIn("id", all).select("id", "is_deleted", "thumbnail_url", "cover_thumbnail_url");
+      await orphanObjects(deps, trx, gone.flatMap((c) => [c.thumbnail_url, c.cover_thumbnail_url]));
+      // A soft-deleted one was restorable: a late restore of it answers 410, not 404.
+      const restorable = gone.filter((c) => c.is_deleted).map((c) => ({ id: c.id, user_id: row.user_id }));
+      if (restorable.length) await trx("purged_collections").insert(restorable).onConflict("id").ignore();
+      await trx("collections").whereIn("id", all).update({ parent_id: null });
+      await trx("collections").whereIn("id", all).delete();
       await emitUpdated(deps, trx, row, "deleted");
     });
     deps.ctx.bus.flush();
@@ -76,6 +82,12 @@ export async function restoreCollection(deps: Deps, caller: Caller, id: number, 
   if (row.user_id !== caller.userId) throw new AppError("forbidden", `Collection ${id} is not owned by the caller.`);
   if (!row.is_deleted) throw new AppError("invalid_request", `Collection ${id} is not deleted.`, { field: "collection_id" });
   if (row.deleted_with !== null) throw new AppError("invalid_request", `Collection ${id} was deleted with collection ${row.deleted_with}; restore that one.`, { field: "collection_id", deleted_with: row.deleted_with });
+  // A live collection under a deleted one would be purged with it when that one's window ends.
+  const ancestors = await ancestorIds(db, id);
+  const deletedAncestor = ancestors.length ? await db("collections").whereIn("id", ancestors).where({ is_deleted: true }).first("id") : undefined;
+  if (deletedAncestor) {
+    throw new AppError("invalid_request", `Collection ${id} is inside collection ${deletedAncestor.id}, which is deleted; restore collection ${deletedAncestor.id} first.`, { field: "collection_id", deleted_ancestor_id: Number(deletedAncestor.id) });
+  }
   const until = restorableUntil(row.deleted_at!, caller.plan);
   if (until.getTime() <= now.getTime()) {
     throw new AppError("restore_window_expired", `Collection ${id} was deleted on ${row.deleted_at!.toISOString()}; the ${caller.plan} plan keeps it restorable until ${until.toISOString()}.`, { restorable_until: until.toISOString() });
@@ -122,6 +134,13 @@ export async function purgeExpired(deps: Deps, now = new Date()): Promise<{ purg
     const until = restorableUntil(root.deleted_at!, plans.get(root.user_id) ?? "free");
     if (until.getTime() > now.getTime()) continue;
     const ids = await subtreeIds(db, root.id, { includeDeleted: true });
+    // Never purge a live collection with a deleted parent (restore refuses to make one; rows
+    // from before that rule are left for a person to look at rather than destroyed).
+    const live = await db("collections").whereIn("id", ids).where({ is_deleted: false }).pluck("id");
+    if (live.length) {
+      deps.ctx.log.warn({ collection_id: root.id, live_descendants: live }, "retention: a deleted collection holds live sub-collections; not purged");
+      continue;
+    }
     await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "hard" });
     await db.transaction(async (trx) => {
       const covers = await trx("collections").whereIn("id", ids).select("thumbnail_url", "cover_thumbnail_url");
