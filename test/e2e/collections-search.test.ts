@@ -135,3 +135,22 @@ test("browse: public by default, tag OR filter, sort orders, limits, anonymous a
   t.true(own.body.collections.every((c: any) => c.isOwn));
   t.is((await sys.call(undefined, { op: "collections.browse", scope: ["own"] })).status, 401);
 });
+
+test("a page past the end keeps the true total and says so, for search and browse", async (t) => {
+  const all = await search(me, { query: "montreal" });
+  const total = all.body.pagination.total as number;
+  t.true(total >= 2);
+  const past = await search(me, { query: "montreal", offset: total + 5 });
+  t.is(past.status, 200);
+  t.deepEqual(past.body.collections, []);
+  // (Other tests of this file may add matches meanwhile: at least the earlier total.)
+  t.true(past.body.pagination.total >= total, JSON.stringify(past.body.pagination));
+  t.is(past.body.also_in_public, undefined, "not a zero-result answer");
+  t.regex(past.body.hint, /past the/);
+  const browse = await sys.call(me.token, { op: "collections.browse", scope: ["public"] });
+  const browseTotal = browse.body.pagination.total as number;
+  t.true(browseTotal >= 1);
+  const browsePast = await sys.call(me.token, { op: "collections.browse", scope: ["public"], offset: browseTotal + 10 });
+  t.deepEqual(browsePast.body.collections, []);
+  t.true(browsePast.body.pagination.total >= browseTotal, JSON.stringify(browsePast.body.pagination));
+});

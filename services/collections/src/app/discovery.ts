@@ -61,6 +61,17 @@ function hitJson(deps: Deps, row: CollectionRow, caller: Caller | undefined) {
   return { ...collectionJson(row, deps.appUrl), isOwn: Boolean(caller && row.user_id === caller.userId) };
 }
 
+/**
+ * The total of a paged query from its window count; a page past the end has no row to carry it,
+ * so the count is then asked on its own (the total stays true at any offset).
+ */
+async function pageTotal(deps: Deps, rows: Array<{ total: unknown }>, offset: number, countSql: string, params: Record<string, unknown>): Promise<number> {
+  if (rows.length) return Number(rows[0]!.total);
+  if (offset === 0) return 0;
+  const { rows: counted } = await deps.db.raw(countSql, params);
+  return Number(counted[0].total);
+}
+
 export async function searchCollections(deps: Deps, caller: Caller | undefined, input: { query: string; scope: Scope[]; limit: number; offset: number }) {
   const { db } = deps;
   const scopes = resolveScopes(input.scope, caller, ["own", "shared"]);
@@ -69,13 +80,14 @@ export async function searchCollections(deps: Deps, caller: Caller | undefined, 
   const { rows: [norm] } = await db.raw("SELECT lower(immutable_unaccent(?)) AS q", [q]);
   const params = { q: escapeLike(norm.q as string), me: caller?.userId ?? null, ...(await followed(deps, caller, scopes)) };
   const union = scopes.map((s) => scopeSql(s, s === "own" || s === "shared" ? GENEROUS : STRICT)).join(" UNION ALL ");
-  const sql = `WITH hits AS (SELECT id, max(score) AS score FROM (${union}) u GROUP BY id)
+  const hits = `WITH hits AS (SELECT id, max(score) AS score FROM (${union}) u GROUP BY id)`;
+  const sql = `${hits}
     SELECT ${columnsOf("c")}, h.score, (c.user_id = :me) AS is_own, count(*) OVER () AS total
     FROM hits h JOIN collections c ON c.id = h.id
     ORDER BY (c.user_id = :me) DESC NULLS LAST, h.score DESC, c.id DESC
     LIMIT :limit OFFSET :offset`;
   const { rows } = await db.raw(sql, { ...params, limit: input.limit, offset: input.offset });
-  const total = rows.length ? Number(rows[0].total) : 0;
+  const total = await pageTotal(deps, rows, input.offset, `${hits} SELECT count(*) AS total FROM hits`, params);
   const body: Record<string, unknown> = {
     collections: rows.map((r: CollectionRow) => hitJson(deps, r, caller)),
     scope: scopes,
@@ -104,11 +116,11 @@ export async function browseCollections(deps: Deps, caller: Caller | undefined, 
   const union = scopes.map((s) => scopeSql(s, "TRUE")).join(" UNION ALL ");
   const tags = [...new Set(input.tags.map((t) => t.toLowerCase()))];
   const order = input.sortBy === "recent" ? "coalesce(c.published_at, c.created_at) DESC" : input.sortBy === "likes" ? "c.likes DESC" : "c.views DESC";
-  const sql = `SELECT ${columnsOf("c")}, count(*) OVER () AS total FROM collections c
-    WHERE c.id IN (SELECT id FROM (${union}) u) ${tags.length ? "AND c.tags && CAST(:tags AS text[])" : ""}
+  const where = `WHERE c.id IN (SELECT id FROM (${union}) u) ${tags.length ? "AND c.tags && CAST(:tags AS text[])" : ""}`;
+  const sql = `SELECT ${columnsOf("c")}, count(*) OVER () AS total FROM collections c ${where}
     ORDER BY ${order}, c.id DESC LIMIT :limit OFFSET :offset`;
   const { rows } = await db.raw(sql, { ...params, tags, limit: input.limit, offset: input.offset });
-  const total = rows.length ? Number(rows[0].total) : 0;
+  const total = await pageTotal(deps, rows, input.offset, `SELECT count(*) AS total FROM collections c ${where}`, { ...params, tags });
   return {
     collections: rows.map((r: CollectionRow) => hitJson(deps, r, caller)),
     scope: scopes,
