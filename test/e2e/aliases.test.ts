@@ -30,27 +30,27 @@ test("aliases.create returns the alias", async (t) => {
   t.deepEqual(Object.keys(a).sort(), ["created_at", "handle", "id", "is_primary"]);
 });
 
-test("a handle used by another alias gives 409 conflict", async (t) => {
+test("a handle used by another alias gives 400 invalid_request naming handle", async (t) => {
   const a = await sys.user({ plan: "paid" });
   const b = await sys.user({ plan: "paid" });
   const h = handle();
   t.is((await sys.call(a.token, { op: "aliases.create", handle: h })).status, 200);
   for (const who of [b, a]) {
     const res = await sys.call(who.token, { op: "aliases.create", handle: h });
-    t.is(res.status, 409);
-    t.is(res.body.error, "conflict");
+    t.is(res.status, 400);
+    t.is(res.body.error, "invalid_request");
     t.is(res.body.field, "handle");
     t.regex(res.body.detail, /taken/);
   }
 });
 
-test("a handle equal to any user's username gives 409 conflict", async (t) => {
+test("a handle equal to any user's username gives 400 invalid_request naming handle", async (t) => {
   const a = await sys.user({ plan: "paid" });
   const other = await sys.user();
   for (const name of [other.username, a.username]) {
     const res = await sys.call(a.token, { op: "aliases.create", handle: name });
-    t.is(res.status, 409);
-    t.is(res.body.error, "conflict");
+    t.is(res.status, 400);
+    t.is(res.body.error, "invalid_request");
     t.is(res.body.field, "handle");
   }
 });

@@ -183,6 +183,10 @@ test("get_by_slug, share_url, views and likes", async (t) => {
   t.deepEqual(stats.body.stats, { likes: 0, views: 2 });
 
   t.is((await sys.call(reader.token, { op: "collections.get_by_slug", handle: owner.username, slug: "nope" })).status, 404);
+  // The slug is looked up as publish stored it: "Public Read!" was published as public-read.
+  const spelled = await sys.call(owner.token, { op: "collections.get_by_slug", handle: owner.username, slug: "Public Read!" });
+  t.is(spelled.status, 200);
+  t.is(spelled.body.collection.id, c.id);
   const priv = await create(owner, { name: "Private read", share_access_level: "private" });
   await publish(owner, { collection_id: priv.id, slug: "private-read" });
   t.is((await sys.call(reader.token, { op: "collections.get_by_slug", handle: owner.username, slug: "private-read" })).status, 404);

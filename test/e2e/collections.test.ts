@@ -70,6 +70,27 @@ test("names are unique per (owner, parent): 409 duplicate_collection_name with f
   const ren = await sys.call(alice.token, { op: "collections.update", collection_id: other.id, name: "Unique A" });
   t.is(ren.status, 409);
   t.is(ren.body.error, "duplicate_collection_name");
+  t.regex(ren.body.detail, /at the top level/);
+  // Inside a parent, the sentence names the parent.
+  const inner = await create(alice, { name: "Unique C", parent_collection_id: a.id });
+  const renInner = await sys.call(alice.token, { op: "collections.update", collection_id: inner.id, name: "Unique A" });
+  t.is(renInner.status, 409);
+  t.regex(renInner.body.detail, new RegExp(`under collection ${a.id}`));
+});
+
+test("collections.update by a non-owner is refused before any cover is fetched; cover uploads are capped at what update takes", async (t) => {
+  const c = await create(alice, { name: "Not yours" });
+  const bob = await sys.user();
+  const before = img.hits.length;
+  const res = await sys.call(bob.token, { op: "collections.update", collection_id: c.id, thumbnail_url: img.url("/photo.jpg?non-owner") });
+  t.is(res.status, 403);
+  t.false(img.hits.slice(before).some((h) => h.includes("non-owner")), "nothing was fetched for a non-owner");
+  const tooBig = await sys.call(alice.token, { op: "collections.get_upload_url", collection_id: c.id, content_type: "image/jpeg", content_length: 20 * 1024 * 1024 + 1 });
+  t.is(tooBig.status, 400);
+  t.is(tooBig.body.field, "content_length");
+  const fits = await sys.call(alice.token, { op: "collections.get_upload_url", collection_id: c.id, content_type: "image/jpeg", content_length: 20 * 1024 * 1024 });
+  t.is(fits.status, 200);
+  t.is(fits.body.max_bytes, 20 * 1024 * 1024);
 });
 
 test("concurrent creates with one name: exactly one wins, the rest get 409", async (t) => {

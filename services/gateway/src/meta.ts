@@ -61,6 +61,10 @@ export function createMeta(registry: OpRegistry, origins: { baseUrl: string; app
       "media.get_upload_url": "content_length is optional; the grant lasts UPLOAD_GRANT_TTL_MS (15 min) and binds one store key, content type (and length). purpose=media with name creates the row at once (one-call flow); its size, type and thumbnails are filled in when the bytes land. A used upload URL answers 409 on a second PUT.",
       "media.upload_begin": "Chunks up to 8 MiB (16384 recommended) are persisted until upload_finish (up to 64 KiB in PostgreSQL, larger ones in the object store), so any replica can finish; chunks may be sent in parallel; quotas per user (USER_STORAGE_QUOTA_BYTES, default 10 GiB) and per collection (COLLECTION_STORAGE_QUOTA_BYTES, default 2 GiB) give 413 payload_too_large naming the quota. Sessions expire after UPLOAD_SESSION_TTL_MS (24 h).",
       "media.download_url": "A GET URL on the API origin, valid DOWNLOAD_URL_TTL_MS (5 min), no bearer needed.",
+      "aliases.create": "A handle already used by any account (an alias or a username) is 400 invalid_request with field handle.",
+      "collaborators.invite.existing": "Inviting a user who already collaborates is 400 invalid_request with field username; use collaborators.update_permissions.",
+      "collections.get_upload_url": "Covers are capped at 20 MiB (max_bytes), what collections.update takes from the key.",
+      "media.thumbnail_finalize": "thumbnail_url is an object-store key or an http(s) image URL (fetched through the SSRF guard). Omitted, with the row's thumbnail already made from a key, it answers the item with noop:true. A collection's cover key is refused as a media source or thumbnail.",
     },
     operations: registry.all().map(entry),
   });

@@ -8,7 +8,8 @@ import { mintUploadTargets } from "@cms/platform/upload-urls";
 import type { Deps } from "./deps.js";
 
 const MAX_COVER_BYTES = 20 * 1024 * 1024;
-export const COVER_UPLOAD_MAX_BYTES = 100 * 1024 * 1024;
+// A cover upload is capped at what collections.update will take from it.
+export const COVER_UPLOAD_MAX_BYTES = MAX_COVER_BYTES;
 
 export interface PreparedCover { main: Buffer; thumbnail: Buffer }
 

@@ -1,7 +1,7 @@
 /** Creating, reading, updating and exporting collections. */
 import { AppError, bodyOf, isUniqueViolation, requireScope, type Caller } from "@cms/platform";
 import { COLLECTION_COLUMNS, collectionJson, parseFields, selectFields, shareUrl, SELECTABLE_FIELDS, type CollectionRow } from "../domain/collection-json.js";
-import { decideUpdateVisibility, normalizePlaybackPrefs, normalizeTags, toCsv, type AccessLevel } from "../domain/rules.js";
+import { decideUpdateVisibility, normalizePlaybackPrefs, normalizeSlug, normalizeTags, toCsv, type AccessLevel } from "../domain/rules.js";
 import { duplicateName, emitUpdated, orphanObjects, findCollection, membership, notFound, ownedCollection, permissionsOf, readableCollection, type Deps } from "./deps.js";
 import { prepareCover, storeCover, type PreparedCover } from "./covers.js";
 
@@ -106,6 +106,9 @@ export interface UpdateInput {
 
 export async function updateCollection(deps: Deps, caller: Caller, id: number, input: UpdateInput) {
   const { db } = deps;
+  // Ownership before any work on the caller's behalf (a cover fetch, an alias lookup); the
+  // transaction checks again under the row lock.
+  const before = await ownedCollection(db, id, caller);
   const cover = input.thumbnailUrl ? await prepareCover(deps, caller, input.thumbnailUrl) : undefined;
   let aliasHandle: { aliasId: string | null; handle: string } | undefined;
   if (input.aliasId !== undefined) {
@@ -161,7 +164,7 @@ export async function updateCollection(deps: Deps, caller: Caller, id: number, i
     deps.ctx.bus.flush();
     return { collection: collectionJson(row, deps.appUrl) };
   } catch (err) {
-    if (isUniqueViolation(err)) throw duplicateName(input.name ?? "", null);
+    if (isUniqueViolation(err)) throw duplicateName(input.name ?? "", before.parent_id === null ? null : Number(before.parent_id));
     throw err;
   }
 }
@@ -183,8 +186,11 @@ export async function getBySlug(deps: Deps, caller: Caller | undefined, handle: 
   const who = await deps.social.resolveHandle({ handle: handle.replace(/^@/, "").toLowerCase() });
   const missing = () => new AppError("not_found", `No published collection at ${handle}/${slug}.`);
   if (!who.found) throw missing();
+  // The slug as publish stored it ("My Trip" was published as my-trip).
+  let stored: string;
+  try { stored = normalizeSlug(slug); } catch { throw missing(); }
   const row = (await deps.db("collections")
-    .where({ user_id: who.userId, share_slug: slug.toLowerCase(), is_published: true, is_deleted: false })
+    .where({ user_id: who.userId, share_slug: stored, is_published: true, is_deleted: false })
     .whereRaw("lower(publish_handle) = lower(?)", [handle.replace(/^@/, "")])
     .first(COLLECTION_COLUMNS)) as CollectionRow | undefined;
   if (!row) throw missing();

@@ -56,7 +56,9 @@ export function assertBelowAliasCap(plan: string, current: number): void {
 
 /** A handle somebody else (or the caller's own primary username or alias) already uses. */
 export function handleTaken(handle: string): AppError {
-  return new AppError("conflict", `The handle "${handle}" is already taken.`, { field: "handle" });
+  // The contract's error table has no conflict code; a taken handle is a request that cannot be
+  // carried out as sent (schema.get's decisions say so).
+  return new AppError("invalid_request", `The handle "${handle}" is already taken; choose another.`, { field: "handle" });
 }
 
 /** Nobody follows their own handles. */
