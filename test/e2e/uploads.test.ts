@@ -106,8 +106,10 @@ test("media.upload stores the bytes, sniffs the MIME type and creates the row; w
   t.deepEqual(await stored(m.main_url), png);
   t.is((await sys.system.store.head(m.main_url))!.contentType, "image/png");
   const text = Buffer.from("# Heading\n\nSome *markdown* text.\n");
-  const md = await sys.call(u.token, { op: "media.upload", collection_id: c, name: "Readme", filename: "readme.md", content_base64: text.toString("base64"), content_length: text.length });
-  t.is(md.status, 200);
+  // A sha256 in upper-case hex is the same digest.
+  const md = await sys.call(u.token, { op: "media.upload", collection_id: c, name: "Readme", filename: "readme.md", content_base64: text.toString("base64"), content_length: text.length, sha256: sha(text).toUpperCase() });
+  t.is(md.status, 200, JSON.stringify(md.body));
+  t.is(md.body.media.sha256, sha(text));
   t.is(md.body.media.mime_type, "text/markdown");
   t.is(md.body.media.viewer, "markdown");
   t.is(md.body.media.name, "Readme");
@@ -142,8 +144,9 @@ test("media.upload refuses a bad character naming it and its position, a wrong l
   t.is(wrongSha.body.actual_sha256, sha(bytes));
   const big = randomBytes(102401);
   const tooBig = await sys.call(u.token, { op: "media.upload", collection_id: c, content_base64: big.toString("base64"), content_length: 102400 });
-  t.is(tooBig.status, 413);
-  t.is(tooBig.body.error, "payload_too_large");
+  t.is(tooBig.status, 400);
+  t.is(tooBig.body.error, "invalid_request");
+  t.is(tooBig.body.field, "content_base64");
   t.is((await sys.call(u.token, { op: "media.upload", collection_id: c, content_base64: big.toString("base64"), content_length: 102401 })).status, 400);
   const reserved = await sys.call(u.token, { op: "media.upload", collection_id: c, name: "__cover__", content_base64: b64, content_length: bytes.length });
   t.is(reserved.status, 400);
@@ -317,7 +320,8 @@ test("one-call flow through upload_url (the presigned PUT on S3): finalized on r
   const res = await sys.call(u.token, { op: "media.get_upload_url", collection_id: c, filename: "a.jpg", content_type: "image/jpeg", content_length: jpeg.length, name: "Via upload_url" });
   t.is(res.status, 200);
   const early = await sys.call(u.token, { op: "media.download", media_id: res.body.media.id });
-  t.is(early.status, 409, "no bytes yet");
+  t.is(early.status, 400, "no bytes yet");
+  t.is(early.body.field, "media_id");
   const put = await fetch(res.body.upload_url, { method: "PUT", headers: { "content-type": "image/jpeg", "content-length": String(jpeg.length) }, body: jpeg });
   t.is(put.status, 200, await put.clone().text());
   // On read: the download finalizes the row if nothing did yet.
@@ -449,7 +453,7 @@ test("chunked upload: begin, chunks in any order, a re-sent index replaces, fini
   const mdb = sys.system.dbOf("media")!;
   const rows = await chunkRows(id);
   t.deepEqual(rows.map((r) => [r.idx, r.inline]), parts.map((_, i) => [i, true]));
-  const fin = await sys.call(u.token, { op: "media.upload_finish", upload_id: id, content_length: file.length, sha256: sha(file) });
+  const fin = await sys.call(u.token, { op: "media.upload_finish", upload_id: id, content_length: file.length, sha256: sha(file).toUpperCase() });
   t.is(fin.status, 200, JSON.stringify(fin.body));
   t.is(fin.body.chunked_upload, true);
   const m = fin.body.media;
@@ -663,18 +667,19 @@ test("upload_begin checks upload permission and both storage quotas (open sessio
 
   t.is((await begin(owner, { collection_id: c1, content_length: 20_000_000 })).status, 200);
   const coll = await begin(owner, { collection_id: c1, content_length: 10_000_001 });
-  t.is(coll.status, 413);
-  t.is(coll.body.error, "payload_too_large");
+  t.is(coll.status, 400);
+  t.is(coll.body.error, "invalid_request");
+  t.is(coll.body.field, "content_length");
   t.is(coll.body.quota, "collection_storage");
   t.is(coll.body.limit_bytes, COLLECTION_QUOTA);
   t.is((await begin(owner, { collection_id: c1, content_length: 10_000_000 })).status, 200, "exactly at the collection quota");
   t.is((await begin(owner, { collection_id: c2, content_length: 25_000_000 })).status, 200);
   const user = await begin(owner, { collection_id: c3, content_length: 5_000_001 });
-  t.is(user.status, 413);
+  t.is(user.status, 400);
   t.is(user.body.quota, "user_storage");
   t.is(user.body.used_bytes, 55_000_000);
   // A collaborator's upload counts against the same quotas.
   const uploader = await collaborator(owner, c1, { can_upload: true });
   const collab = await begin(uploader, { collection_id: c1, content_length: 1 });
-  t.is(collab.status, 413);
+  t.is(collab.status, 400);
 });

@@ -75,8 +75,9 @@ test("decodeVerified checks the cap, the declared length and the sha256", (t) =>
   const sha = createHash("sha256").update(bytes).digest("hex");
   t.deepEqual(decodeVerified({ base64: b64, contentLength: 300, sha256: sha, maxBytes: 300, tooLarge: "big" }), bytes);
   const big = refused(t, () => decodeVerified({ base64: b64, contentLength: 300, maxBytes: 299, tooLarge: "too big" }));
-  t.is(big.code, "payload_too_large");
-  t.is(big.status, 413);
+  t.is(big.code, "invalid_request");
+  t.is(big.status, 400);
+  t.is(big.extra.field, "content_base64");
   const len = refused(t, () => decodeVerified({ base64: b64, contentLength: 301, maxBytes: 1000, tooLarge: "x" }));
   t.is(len.extra.field, "content_length");
   t.is(len.extra.decoded_bytes, 300);
@@ -126,7 +127,8 @@ test("download chunks of an empty file: one chunk with no byte range; index 1 re
 test("quotas: per user and per collection, at the limit allowed", (t) => {
   t.notThrows(() => checkQuotas({ userBytes: 90, userLimit: 100, collectionBytes: 0, collectionLimit: 50, requested: 10 }));
   const user = refused(t, () => checkQuotas({ userBytes: 91, userLimit: 100, collectionBytes: 0, collectionLimit: 50, requested: 10 }));
-  t.is(user.code, "payload_too_large");
+  t.is(user.code, "invalid_request");
+  t.is(user.extra.field, "content_length");
   t.is(user.extra.quota, "user_storage");
   const coll = refused(t, () => checkQuotas({ userBytes: 0, userLimit: 100, collectionBytes: 45, collectionLimit: 50, requested: 10 }));
   t.is(coll.extra.quota, "collection_storage");

@@ -32,7 +32,7 @@ async function storedFileOf(deps: Deps, row: MediaRow): Promise<{ row: MediaRow;
     throw new AppError("invalid_request", `Media ${row.id} is an external link (${row.main_url}), not a stored file; fetch main_url directly.`, { field: "media_id", kind: "external_link", main_url: row.main_url });
   }
   const { row: current, pending } = await finalizedRow(deps, row);
-  if (pending) throw new AppError("conflict", `The file of media ${row.id} has not been uploaded yet: PUT it to the upload URL media.get_upload_url returned.`, { field: "media_id" });
+  if (pending) throw new AppError("invalid_request", `The file of media ${row.id} has not been uploaded yet: PUT it to the upload URL media.get_upload_url returned.`, { field: "media_id" });
   return { row: current, ref: { store_key: current.main_url, content_type: current.mime_type, filename: filenameOfKey(current.main_url), sha256: current.sha256 } };
 }
 
@@ -97,7 +97,7 @@ export async function downloadChunk(deps: Deps, caller: Caller, downloadId: stri
   }
   // Permission is checked on every chunk: a revoked reader is refused at once.
   const { row } = await mediaFor(deps, caller, Number(s.media_id), "read");
-  if (row.main_url !== s.store_key) throw new AppError("conflict", `Media ${s.media_id} was replaced after the download began; begin again.`, { field: "download_id" });
+  if (row.main_url !== s.store_key) throw new AppError("invalid_request", `Media ${s.media_id} was replaced after the download began; begin again.`, { field: "download_id" });
   const size = Number(s.content_length);
   const range = chunkRange(index, size, Number(s.chunk_bytes));
   const missing = () => new AppError("not_found", `The stored file of media ${s.media_id} is missing.`, { field: "download_id" });

@@ -147,10 +147,10 @@ export function decodeVerified(input: { base64: string; contentLength: number; s
   // Longer than the canonical text of maxBytes: count exactly (whitespace does not count).
   if (input.base64.length > 4 * Math.ceil(input.maxBytes / 3)) {
     const size = checkBase64(input.base64);
-    if (size > input.maxBytes) throw new AppError("payload_too_large", input.tooLarge, { field: "content_base64", max_bytes: input.maxBytes, decoded_bytes: size });
+    if (size > input.maxBytes) throw new AppError("invalid_request", input.tooLarge, { field: "content_base64", max_bytes: input.maxBytes, decoded_bytes: size });
   }
   const bytes = decodeBase64(input.base64);
-  if (bytes.length > input.maxBytes) throw new AppError("payload_too_large", input.tooLarge, { field: "content_base64", max_bytes: input.maxBytes, decoded_bytes: bytes.length });
+  if (bytes.length > input.maxBytes) throw new AppError("invalid_request", input.tooLarge, { field: "content_base64", max_bytes: input.maxBytes, decoded_bytes: bytes.length });
   if (bytes.length !== input.contentLength) {
     throw new AppError("invalid_request", `content_base64 decodes to ${bytes.length} bytes but content_length says ${input.contentLength}.`, { field: "content_length", decoded_bytes: bytes.length });
   }
@@ -230,13 +230,13 @@ export interface QuotaUse { userBytes: number; userLimit: number; collectionByte
 /** Refuses a new upload that would take the owner or the collection over its storage quota. */
 export function checkQuotas(q: QuotaUse): void {
   if (q.userBytes + q.requested > q.userLimit) {
-    throw new AppError("payload_too_large", `This upload of ${q.requested} bytes would exceed the owner's storage quota: ${q.userBytes} of ${q.userLimit} bytes are in use. Delete files or ask the owner to free space.`, {
-      quota: "user_storage", limit_bytes: q.userLimit, used_bytes: q.userBytes, requested_bytes: q.requested,
+    throw new AppError("invalid_request", `This upload of ${q.requested} bytes would exceed the owner's storage quota: ${q.userBytes} of ${q.userLimit} bytes are in use. Delete files or ask the owner to free space.`, {
+      field: "content_length", quota: "user_storage", limit_bytes: q.userLimit, used_bytes: q.userBytes, requested_bytes: q.requested,
     });
   }
   if (q.collectionBytes + q.requested > q.collectionLimit) {
-    throw new AppError("payload_too_large", `This upload of ${q.requested} bytes would exceed the collection's storage quota: ${q.collectionBytes} of ${q.collectionLimit} bytes are in use.`, {
-      quota: "collection_storage", limit_bytes: q.collectionLimit, used_bytes: q.collectionBytes, requested_bytes: q.requested,
+    throw new AppError("invalid_request", `This upload of ${q.requested} bytes would exceed the collection's storage quota: ${q.collectionBytes} of ${q.collectionLimit} bytes are in use.`, {
+      field: "content_length", quota: "collection_storage", limit_bytes: q.collectionLimit, used_bytes: q.collectionBytes, requested_bytes: q.requested,
     });
   }
 }

@@ -18,7 +18,7 @@ export function transferHandlers(deps: Deps): Transfer {
     async uploadMedia(req, ctx) {
       return result(await uploadMedia(deps, requireCaller(ctx), {
         collectionId: Number(req.collectionId), name: req.name, filename: req.filename, contentBase64: req.contentBase64,
-        contentLength: req.contentLength, sha256: req.sha256, description: req.description, tags: req.tags,
+        contentLength: req.contentLength, sha256: req.sha256?.toLowerCase(), description: req.description, tags: req.tags,
       }));
     },
     async getMediaUploadUrl(req, ctx) {
@@ -31,16 +31,16 @@ export function transferHandlers(deps: Deps): Transfer {
     async beginUpload(req, ctx) {
       return result(await beginUpload(deps, requireCaller(ctx), {
         collectionId: Number(req.collectionId), filename: req.filename, contentType: req.contentType, contentLength: req.contentLength,
-        sha256: req.sha256, name: req.name, description: req.description, tags: req.tags,
+        sha256: req.sha256?.toLowerCase(), name: req.name, description: req.description, tags: req.tags,
       }));
     },
     async uploadChunk(req, ctx) {
       return result(await uploadChunk(deps, requireCaller(ctx), {
-        uploadId: req.uploadId, index: req.index!, contentBase64: req.contentBase64, contentLength: req.contentLength, sha256: req.sha256,
+        uploadId: req.uploadId, index: req.index!, contentBase64: req.contentBase64, contentLength: req.contentLength, sha256: req.sha256?.toLowerCase(),
       }));
     },
     async finishUpload(req, ctx) {
-      return result(await finishUpload(deps, requireCaller(ctx), { uploadId: req.uploadId, contentLength: req.contentLength, sha256: req.sha256 }));
+      return result(await finishUpload(deps, requireCaller(ctx), { uploadId: req.uploadId, contentLength: req.contentLength, sha256: req.sha256?.toLowerCase() }));
     },
     async abortUpload(req, ctx) { return result(await abortUpload(deps, requireCaller(ctx), req.uploadId)); },
     async downloadMedia(req, ctx) { return result(await downloadMedia(deps, requireCaller(ctx), Number(req.mediaId))); },
