@@ -1,5 +1,7 @@
 /** Image processing with sharp: covers and media thumbnails as WebP. */
 import sharp from "sharp";
+import { AppError } from "./errors.js";
+import { OutboundError, safeFetch, type FetchOptions } from "./outbound.js";
 
 // Decompression bombs: refuse images above this many pixels.
 const LIMIT_INPUT_PIXELS = 100_000_000;
@@ -36,4 +38,29 @@ const RASTER = new Set(["image/jpeg", "image/png", "image/webp", "image/gif", "i
 
 export function isRasterImage(contentType: string | undefined): boolean {
   return Boolean(contentType && RASTER.has(contentType.split(";")[0]!.trim().toLowerCase()));
+}
+
+/**
+ * An image named by a request field, fetched through the SSRF guard: anything short of a 200
+ * with the bytes is a 400 on that field.
+ */
+export async function fetchImageFor(field: string, url: string, opts: FetchOptions): Promise<Buffer> {
+  try {
+    const res = await safeFetch(url, opts);
+    if (res.status !== 200) throw new AppError("invalid_request", `Fetching ${field} answered HTTP ${res.status}.`, { field });
+    return res.body;
+  } catch (err) {
+    if (err instanceof OutboundError) throw new AppError("invalid_request", `${field} could not be fetched: ${err.message}`, { field, reason: err.reason });
+    throw err;
+  }
+}
+
+/** Image work on the bytes a request field named: an image sharp cannot read is a 400 on it. */
+export async function processImageFor<T>(field: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof ImageError) throw new AppError("invalid_request", `${field} is not a processable raster image: ${err.message}`, { field });
+    throw err;
+  }
 }

@@ -120,7 +120,7 @@ test("UploadChunkRequest: uuid format, pattern, and an optional field with requi
   t.deepEqual(p.index, { type: "integer", minimum: 0, maximum: INT32_MAX });
   t.deepEqual(p.content_length, { type: "integer", minimum: 1, maximum: 8388608 });
   t.deepEqual(p.content_base64, { type: "string" });
-  t.deepEqual(p.sha256, { type: "string", pattern: "^[a-f0-9]{64}$" });
+  t.deepEqual(p.sha256, { type: "string", pattern: "^[a-fA-F0-9]{64}$" });
   t.deepEqual(s.required, ["upload_id", "index", "content_base64", "content_length"]);
   t.deepEqual(requestSchema(DownloadChunkRequestSchema).required, ["download_id", "index"]);
 });

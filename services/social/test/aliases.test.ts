@@ -58,10 +58,10 @@ test("the cap refuses the alias beyond it with current and max", (t) => {
   t.deepEqual(thrown(() => assertBelowAliasCap("founding", 5)).extra, { current: 5, max: 5 });
 });
 
-test("a taken handle is a 409 conflict on field handle", (t) => {
+test("a taken handle is a 400 invalid_request on field handle", (t) => {
   const e = handleTaken("alice");
-  t.is(e.code, "conflict");
-  t.is(e.status, 409);
+  t.is(e.code, "invalid_request");
+  t.is(e.status, 400);
   t.is(e.extra.field, "handle");
   t.regex(e.detail, /taken/);
 });

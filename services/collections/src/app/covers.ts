@@ -3,7 +3,7 @@
  * collections.get_upload_url is read back; either is turned into a WebP main image and a
  * thumbnail stored under the collection's key space. get_upload_url mints the PUT targets.
  */
-import { AppError, OutboundError, coverImages, freshStoreKey, ImageError, isStoreKey, objectKeyOf, safeFetch, isRasterImage, type Caller } from "@cms/platform";
+import { AppError, coverImages, fetchImageFor, freshStoreKey, isStoreKey, objectKeyOf, isRasterImage, processImageFor, type Caller } from "@cms/platform";
 import { mintUploadTargets } from "@cms/platform/upload-urls";
 import type { Deps } from "./deps.js";
 
@@ -27,21 +27,9 @@ export async function prepareCover(deps: Deps, caller: Caller, thumbnailUrl: str
     for await (const c of obj.body) chunks.push(c as Buffer);
     bytes = Buffer.concat(chunks);
   } else {
-    try {
-      const res = await safeFetch(thumbnailUrl, { policy: { allowedHosts: deps.ctx.config.outboundAllowedHosts }, maxBytes: MAX_COVER_BYTES, timeoutMs: 15_000 });
-      if (res.status !== 200) throw new AppError("invalid_request", `Fetching thumbnail_url answered HTTP ${res.status}.`, { field: "thumbnail_url" });
-      bytes = res.body;
-    } catch (err) {
-      if (err instanceof OutboundError) throw new AppError("invalid_request", `thumbnail_url could not be fetched: ${err.message}`, { field: "thumbnail_url", reason: err.reason });
-      throw err;
-    }
+    bytes = await fetchImageFor("thumbnail_url", thumbnailUrl, { policy: { allowedHosts: deps.ctx.config.outboundAllowedHosts }, maxBytes: MAX_COVER_BYTES, timeoutMs: 15_000 });
   }
-  try {
-    return await coverImages(bytes);
-  } catch (err) {
-    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is not a processable raster image: ${err.message}`, { field: "thumbnail_url" });
-    throw err;
-  }
+  return processImageFor("thumbnail_url", () => coverImages(bytes));
 }
 
 /** Stores a prepared cover; returns the keys for thumbnail_url and cover_thumbnail_url. */

@@ -6,7 +6,7 @@
  */
 import { Parser } from "htmlparser2";
 import { fileTypeFromBuffer } from "file-type";
-import { AppError, ImageError, OutboundError, fetchStream, freshStoreKey, isRasterImage, isStoreKey, mediaThumbnails, objectKeyOf, safeFetch, type Caller } from "@cms/platform";
+import { AppError, ImageError, OutboundError, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey, mediaThumbnails, objectKeyOf, processImageFor, safeFetch, type Caller } from "@cms/platform";
 import { isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
 import { mimeOfUnsignedBytes } from "../domain/transfer-rules.js";
 import { coverKeysAmong, type Deps } from "./deps.js";
@@ -114,12 +114,7 @@ export async function thumbnailsFromKey(deps: Deps, caller: Caller, ownerUserId:
     if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is too large: ${err.message}`, { field: "thumbnail_url" });
     throw err;
   }
-  try {
-    return await storeThumbnails(deps, ownerUserId, collectionId, image);
-  } catch (err) {
-    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is not a processable raster image: ${err.message}`, { field: "thumbnail_url" });
-    throw err;
-  }
+  return processImageFor("thumbnail_url", () => storeThumbnails(deps, ownerUserId, collectionId, image));
 }
 
 /**
@@ -127,21 +122,8 @@ export async function thumbnailsFromKey(deps: Deps, caller: Caller, ownerUserId:
  * SSRF guard; an image that cannot be fetched or processed is a 400 on thumbnail_url.
  */
 export async function thumbnailsFromRemote(deps: Deps, ownerUserId: string, collectionId: number, url: string) {
-  let body: Buffer;
-  try {
-    const res = await safeFetch(url, { policy: policy(deps), maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
-    if (res.status !== 200) throw new AppError("invalid_request", `Fetching thumbnail_url answered HTTP ${res.status}.`, { field: "thumbnail_url" });
-    body = res.body;
-  } catch (err) {
-    if (err instanceof OutboundError) throw new AppError("invalid_request", `thumbnail_url could not be fetched: ${err.message}`, { field: "thumbnail_url", reason: err.reason });
-    throw err;
-  }
-  try {
-    return await storeThumbnails(deps, ownerUserId, collectionId, body);
-  } catch (err) {
-    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is not a processable raster image: ${err.message}`, { field: "thumbnail_url" });
-    throw err;
-  }
+  const body = await fetchImageFor("thumbnail_url", url, { policy: policy(deps), maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
+  return processImageFor("thumbnail_url", () => storeThumbnails(deps, ownerUserId, collectionId, body));
 }
 
 /** Thumbnails from an image URL (a page's preview image); failures leave the item without one. */
