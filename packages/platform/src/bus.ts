@@ -118,6 +118,9 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
   }
   const js = jetstream(nc);
   const consumers: Array<{ stop(): void }> = [];
+  // This transport's broadcast handlers, and the id that marks its own broadcasts on the wire.
+  const localBroadcast = new Map<string, Array<(payload: Record<string, unknown>) => void>>();
+  const origin = randomUUID();
   let closing = false;
   const subjectOf = (type: string) => `${subjectPrefix}.${type}`;
   const broadcastSubject = (type: string) => `${subjectPrefix}-broadcast.${type}`;
@@ -167,11 +170,25 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
       })().catch((err) => { if (!closing) log.error({ err, name }, "consumer loop ended"); });
     },
     broadcast(type, payload) {
-      nc.publish(broadcastSubject(type), JSON.stringify(payload));
+      // Handlers of this process run at once (a token revoked through this process is refused
+      // by its next request, not after a round trip through the server); other processes get
+      // it through NATS and skip nothing, this one skips its own echo.
+      for (const handler of localBroadcast.get(type) ?? []) {
+        try { handler(payload); } catch (err) { log.error({ err, type }, "broadcast handler failed"); }
+      }
+      const h = natsHeaders();
+      h.set("cms-origin", origin);
+      nc.publish(broadcastSubject(type), JSON.stringify(payload), { headers: h });
     },
     async onBroadcast(type, handler) {
+      localBroadcast.set(type, [...(localBroadcast.get(type) ?? []), handler]);
       const sub = nc.subscribe(broadcastSubject(type));
-      void (async () => { for await (const m of sub) handler(m.json()); })();
+      void (async () => {
+        for await (const m of sub) {
+          if (m.headers?.get("cms-origin") === origin) continue;
+          handler(m.json());
+        }
+      })();
       // A round trip to the server, so the interest is registered once this resolves: a
       // revocation broadcast sent right after start-up is not missed.
       await nc.flush();

@@ -310,3 +310,20 @@ natsTest("NATS: broadcast reaches onBroadcast handlers", async (t) => {
   await until(() => got.length >= 1);
   t.deepEqual(got, [{ token_hash: "h1" }]);
 });
+
+natsTest("NATS: a broadcast reaches this process's own handlers at once, and only once", async (t) => {
+  t.timeout(30_000);
+  const { open } = await natsSetup(t);
+  const a = await open();
+  const b = await open();
+  const own: Array<Record<string, unknown>> = [];
+  const other: Array<Record<string, unknown>> = [];
+  await a.onBroadcast("auth.token.revoked", (p) => { own.push(p); });
+  await b.onBroadcast("auth.token.revoked", (p) => { other.push(p); });
+  a.broadcast("auth.token.revoked", { token_hash: "h2" });
+  t.deepEqual(own, [{ token_hash: "h2" }], "before any round trip through the server");
+  await until(() => other.length >= 1);
+  await sleep(200); // the echo of a's own broadcast has come back by now, and was skipped
+  t.deepEqual(own, [{ token_hash: "h2" }]);
+  t.deepEqual(other, [{ token_hash: "h2" }]);
+});
