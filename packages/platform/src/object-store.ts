@@ -74,6 +74,23 @@ export function freshStoreKey(userId: string, collectionId: number, filename: st
   return `${STORE_PREFIX}${userId}/${collectionId}/${lastStamp}_${safeFilename(filename, fallback)}`;
 }
 
+// The processed images of a collection cover. The names are shared so the media service can
+// tell a key that cannot be a cover without asking the collections service.
+const COVER_NAMES = { main: "cover.webp", thumbnail: "cover_thumb.webp" } as const;
+
+/** Fresh keys for a collection cover's main image and thumbnail. */
+export function freshCoverKeys(userId: string, collectionId: number): { main: string; thumbnail: string } {
+  return {
+    main: freshStoreKey(userId, collectionId, COVER_NAMES.main, COVER_NAMES.main),
+    thumbnail: freshStoreKey(userId, collectionId, COVER_NAMES.thumbnail, COVER_NAMES.thumbnail),
+  };
+}
+
+/** Whether a key has a cover's name (every cover key has; a file named so may too). */
+export function mayBeCoverKey(key: string): boolean {
+  return key.endsWith(`_${COVER_NAMES.main}`) || key.endsWith(`_${COVER_NAMES.thumbnail}`);
+}
+
 export function isStoreKey(value: string): boolean {
   return value.startsWith(STORE_PREFIX);
 }

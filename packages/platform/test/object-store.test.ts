@@ -15,7 +15,9 @@ import {
   ObjectTooLargeError,
   createFsObjectStore,
   createS3ObjectStore,
+  freshCoverKeys,
   isStoreKey,
+  mayBeCoverKey,
   objectKeyOf,
   type ObjectStore,
   type PutOptions,
@@ -398,6 +400,16 @@ test("objectKeyOf refuses '..', '.', absolute, empty segments, backslashes and N
   ]) {
     t.throws(() => objectKeyOf(bad), { message: /invalid object key/ }, JSON.stringify(bad));
   }
+});
+
+test("cover keys: freshCoverKeys names both images so that mayBeCoverKey knows them; other names are not covers", (t) => {
+  const { main, thumbnail } = freshCoverKeys("u1", 7);
+  t.regex(main, /^store:\/\/u1\/7\/\d+_cover\.webp$/);
+  t.regex(thumbnail, /^store:\/\/u1\/7\/\d+_cover_thumb\.webp$/);
+  t.true(mayBeCoverKey(main));
+  t.true(mayBeCoverKey(thumbnail));
+  t.false(mayBeCoverKey("store://u1/7/123_photo.jpg"));
+  t.false(mayBeCoverKey("store://u1/7/123_thumb.webp"));
 });
 
 test("isStoreKey", (t) => {

@@ -3,7 +3,7 @@
  * collections.get_upload_url is read back; either is turned into a WebP main image and a
  * thumbnail stored under the collection's key space. get_upload_url mints the PUT targets.
  */
-import { AppError, coverImages, fetchImageFor, freshStoreKey, isStoreKey, objectKeyOf, isRasterImage, processImageFor, type Caller } from "@cms/platform";
+import { AppError, coverImages, fetchImageFor, freshCoverKeys, freshStoreKey, isStoreKey, objectKeyOf, isRasterImage, processImageFor, type Caller } from "@cms/platform";
 import { mintUploadTargets } from "@cms/platform/upload-urls";
 import type { Deps } from "./deps.js";
 
@@ -34,8 +34,7 @@ export async function prepareCover(deps: Deps, caller: Caller, thumbnailUrl: str
 
 /** Stores a prepared cover; returns the keys for thumbnail_url and cover_thumbnail_url. */
 export async function storeCover(deps: Deps, userId: string, collectionId: number, cover: PreparedCover): Promise<{ main: string; thumbnail: string }> {
-  const main = freshStoreKey(userId, collectionId, "cover.webp", "cover.webp");
-  const thumbnail = freshStoreKey(userId, collectionId, "cover_thumb.webp", "cover_thumb.webp");
+  const { main, thumbnail } = freshCoverKeys(userId, collectionId);
   await deps.ctx.store.put(main, cover.main, { contentType: "image/webp", contentLength: cover.main.length });
   await deps.ctx.store.put(thumbnail, cover.thumbnail, { contentType: "image/webp", contentLength: cover.thumbnail.length });
   return { main, thumbnail };

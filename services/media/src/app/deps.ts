@@ -2,7 +2,7 @@
 import type { Knex } from "knex";
 import type { Client } from "@connectrpc/connect";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
-import { AppError, EVENTS, type Caller, type ServiceContext } from "@cms/platform";
+import { AppError, EVENTS, mayBeCoverKey, type Caller, type ServiceContext } from "@cms/platform";
 import type { MediaRow } from "../domain/media-json.js";
 
 export interface Deps {
@@ -79,11 +79,15 @@ async function unreferencedByMedia(db: Db, keys: string[]): Promise<string[]> {
   return rows.map((r: { k: string }) => r.k);
 }
 
-/** Which of the keys a collection uses as its cover (asked of the collections service). */
+/**
+ * Which of the keys a collection uses as its cover, asked of the collections service for the
+ * keys with a cover's name only (every cover key has one).
+ */
 export async function coverKeysAmong(deps: Deps, keys: string[]): Promise<Set<string>> {
   const found = new Set<string>();
-  for (let i = 0; i < keys.length; i += 1000) {
-    const res = await deps.collections.coverStoreKeys({ storeKeys: keys.slice(i, i + 1000) });
+  const named = keys.filter(mayBeCoverKey);
+  for (let i = 0; i < named.length; i += 1000) {
+    const res = await deps.collections.coverStoreKeys({ storeKeys: named.slice(i, i + 1000) });
     for (const k of res.storeKeys) found.add(k);
   }
   return found;
