@@ -123,10 +123,10 @@ async function chunkKeysOf(trx: Db, uploadIds: string[]): Promise<string[]> {
   return (await trx("upload_chunks").whereIn("upload_id", uploadIds).whereNotNull("store_key").select("store_key")).map((r: { store_key: string }) => r.store_key);
 }
 
-/** Bytes held by the session's current chunks other than `index`. */
-async function storedBytesExcept(trx: Db, uploadId: string, index: number): Promise<number> {
-  const { rows } = await trx.raw("SELECT coalesce(sum(size), 0) AS n FROM upload_chunks WHERE upload_id = ? AND state = 'stored' AND idx <> ?", [uploadId, index]);
-  return Number(rows[0].n);
+/** Bytes and count of the session's current chunks other than `index`. */
+async function storedExcept(trx: Db, uploadId: string, index: number): Promise<{ bytes: number; chunks: number }> {
+  const { rows } = await trx.raw("SELECT coalesce(sum(size), 0) AS bytes, count(*) AS chunks FROM upload_chunks WHERE upload_id = ? AND state = 'stored' AND idx <> ?", [uploadId, index]);
+  return { bytes: Number(rows[0].bytes), chunks: Number(rows[0].chunks) };
 }
 
 /**
@@ -136,21 +136,20 @@ async function storedBytesExcept(trx: Db, uploadId: string, index: number): Prom
 async function commitChunk(deps: Deps, trx: Knex.Transaction, caller: Caller, input: ChunkInput, size: number, row: { reservedKey: string } | { data: Buffer }) {
   const s = await sessionFor(trx, caller, input.uploadId);
   if (s.state !== "open") throw finishedError(s);
-  const otherBytes = await storedBytesExcept(trx, s.id, input.index);
-  checkChunkFits({ index: input.index, size, otherBytes, contentLength: Number(s.content_length) });
+  const others = await storedExcept(trx, s.id, input.index);
+  checkChunkFits({ index: input.index, size, otherBytes: others.bytes, contentLength: Number(s.content_length) });
   const replaced: Array<{ store_key: string | null }> = await trx("upload_chunks").where({ upload_id: s.id, idx: input.index, state: "stored" }).delete().returning("store_key");
   if ("data" in row) {
     await trx("upload_chunks").insert({ upload_id: s.id, idx: input.index, size, state: "stored", data: row.data });
   } else {
     // Gone when a finish, an abort or the expiry job took the session's chunks meanwhile.
     const updated = await trx("upload_chunks").where({ store_key: row.reservedKey }).update({ state: "stored" });
-    if (!updated) throw new AppError("conflict", `Upload session ${s.id} changed while this chunk was being stored; send it again.`, { field: "upload_id" });
+    if (!updated) throw new AppError("invalid_request", `Upload session ${s.id} changed while this chunk was being stored; send it again.`, { field: "upload_id" });
   }
   await orphanChunkObjects(deps, trx, replaced.map((r) => r.store_key));
-  const [{ n }] = await trx("upload_chunks").where({ upload_id: s.id, state: "stored" }).count<{ n: number }[]>("* as n");
   return {
     upload_id: s.id, index: input.index, content_length: size,
-    received_chunks: Number(n), received_bytes: otherBytes + size, expected_bytes: Number(s.content_length),
+    received_chunks: others.chunks + 1, received_bytes: others.bytes + size, expected_bytes: Number(s.content_length),
   };
 }
 
@@ -172,7 +171,7 @@ export async function uploadChunk(deps: Deps, caller: Caller, input: ChunkInput)
   await deps.db.transaction(async (trx) => {
     const s = await sessionFor(trx, caller, input.uploadId, { exclusive: false });
     if (s.state !== "open") throw finishedError(s);
-    checkChunkFits({ index: input.index, size: bytes.length, otherBytes: await storedBytesExcept(trx, s.id, input.index), contentLength: Number(s.content_length) });
+    checkChunkFits({ index: input.index, size: bytes.length, otherBytes: (await storedExcept(trx, s.id, input.index)).bytes, contentLength: Number(s.content_length) });
     await trx("upload_chunks").insert({ store_key: key, upload_id: s.id, idx: input.index, size: bytes.length, state: "writing" });
   });
   let committed = false;
