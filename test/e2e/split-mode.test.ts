@@ -233,6 +233,15 @@ if (!enabled) {
     const exported = await call(urlA, daveToken, { op: "collections.export", collection_id: cid });
     t.is(exported.status, 200, JSON.stringify(exported.body));
     t.deepEqual(exported.body.media.map((m: { name: string }) => m.name), ["across processes"]);
+    // A stored file whose key has a cover's name: adopting it as a media source makes the media
+    // service ask the collections service (CoverStoreKeys) whether it is a cover; it is not.
+    // (Dave's six calls are the rate limit's budget for a minute.)
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    const uploaded = await call(urlA, daveToken, { op: "media.upload", collection_id: cid, filename: "cover.webp", content_base64: png, content_length: Buffer.from(png, "base64").length });
+    t.is(uploaded.status, 200, JSON.stringify(uploaded.body));
+    t.regex(uploaded.body.media.main_url, /_cover\.webp$/);
+    const adopted = await call(urlB, daveToken, { op: "media.create", collection_id: cid, source_url: uploaded.body.media.main_url });
+    t.is(adopted.status, 200, JSON.stringify(adopted.body));
     const published = await call(urlB, daveToken, { op: "collections.publish", collection_id: cid, slug: "split" });
     t.is(published.status, 200, JSON.stringify(published.body));
     t.is(published.body.collection.publish_handle, dave!.username);
