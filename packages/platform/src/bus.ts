@@ -203,8 +203,8 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
 
 /**
  * Relay of one service's outbox. It wakes when the service enqueued something (notify) and
- * on a timer (events written just before a crash), claims rows with SKIP LOCKED so replicas
- * share the work, publishes, and deletes what was published.
+ * on a timer (events written just before a crash); one pass at a time (an advisory lock, across
+ * replicas) publishes the rows in order and deletes what was published.
  */
 export interface OutboxRelay {
   notify(): void;
@@ -224,6 +224,10 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
 
   async function once(): Promise<number> {
     return db.transaction(async (trx) => {
+      // One pass at a time per outbox, across replicas: two passes taking rows side by side
+      // (SKIP LOCKED) would publish a later event before an earlier one of the same collection.
+      const { rows: [lock] } = await trx.raw("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outbox-relay')) AS ok");
+      if (!lock.ok) return 0;
       const rows = await trx("outbox")
         .select("seq", "id", "type", "payload", "headers", "occurred_at", "attempts")
         .where("next_attempt_at", "<=", trx.fn.now())

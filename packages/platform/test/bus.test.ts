@@ -136,6 +136,18 @@ test("events of one outbox are published in commit order", async (t) => {
   t.deepEqual(seen, [1, 2, 3, 4, 5, 6]);
 });
 
+test("two relays on one outbox (two replicas) still publish in commit order", async (t) => {
+  const { db, transport } = await localHarness(t);
+  const seen: number[] = [];
+  // A slow publish keeps one pass busy while the other tries to run.
+  await transport.subscribe("sub", "n", async (e) => { await sleep(5); seen.push(e.payload.n as number); });
+  const replicas = [createOutboxRelay(db, transport, log, { batch: 3 }), createOutboxRelay(db, transport, log, { batch: 3 })];
+  for (let n = 1; n <= 12; n++) await db.transaction((trx) => enqueueEvent(trx, "n", { n }));
+  await Promise.all([...replicas.map((r) => r.drain()), ...replicas.map((r) => r.drain())]);
+  await until(async () => (await outboxCount(db)) === 0);
+  t.deepEqual(seen, Array.from({ length: 12 }, (_, i) => i + 1));
+});
+
 test("a started relay publishes when notified", async (t) => {
   // A poll interval far beyond the test timeout: only notify() can wake the relay.
   const { db, transport, relay } = await localHarness(t, { pollMs: 3_600_000 });
