@@ -41,6 +41,25 @@ export interface ObjectStore {
   close(): void;
 }
 
+/**
+ * An object, or a byte range of it, read whole into memory; undefined when it does not exist.
+ * With maxBytes, a larger object is refused (ObjectTooLargeError) before its body is read.
+ */
+export async function readObject(store: ObjectStore, key: string, opts: { range?: { start: number; end: number }; maxBytes?: number } = {}): Promise<Buffer | undefined> {
+  const obj = await store.get(key, opts.range);
+  if (!obj) return undefined;
+  if (opts.maxBytes !== undefined && obj.info.size > opts.maxBytes) {
+    // A file stream may still be opening: once the object is gone its late ENOENT must not
+    // become an uncaught error.
+    obj.body.on("error", () => {});
+    obj.body.destroy();
+    throw new ObjectTooLargeError(`object exceeds ${opts.maxBytes} bytes`);
+  }
+  const parts: Buffer[] = [];
+  for await (const part of obj.body) parts.push(part as Buffer);
+  return Buffer.concat(parts);
+}
+
 export class ObjectTooLargeError extends Error {
   override name = "ObjectTooLargeError";
 }

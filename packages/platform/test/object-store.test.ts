@@ -18,6 +18,7 @@ import {
   freshCoverKeys,
   isStoreKey,
   mayBeCoverKey,
+  readObject,
   objectKeyOf,
   type ObjectStore,
   type PutOptions,
@@ -161,6 +162,17 @@ function registerSuite(kind: string, make: () => Promise<Backend>, enabled: bool
     t.is(await b.store.head(key), undefined);
     t.is(await b.store.get(key), undefined);
     await t.notThrowsAsync(b.store.delete([key]));
+  });
+
+  reg("read-object", "readObject: whole, a range, a missing key, and over maxBytes refused", async (t) => {
+    const key = `${prefix()}read.bin`;
+    const data = randomBytes(100);
+    await b.store.put(key, data, { contentType: "application/octet-stream" });
+    t.deepEqual(await readObject(b.store, key), data);
+    t.deepEqual(await readObject(b.store, key, { range: { start: 10, end: 19 } }), data.subarray(10, 20));
+    t.is(await readObject(b.store, `${key}.missing`), undefined);
+    await t.throwsAsync(readObject(b.store, key, { maxBytes: 50 }), { instanceOf: ObjectTooLargeError });
+    await b.store.delete([key]);
   });
 
   reg("delete-many", "delete removes several keys at once (more than one batch, some already gone)", async (t) => {

@@ -3,7 +3,7 @@
  * collections.get_upload_url is read back; either is turned into a WebP main image and a
  * thumbnail stored under the collection's key space. get_upload_url mints the PUT targets.
  */
-import { AppError, coverImages, fetchImageFor, freshCoverKeys, freshStoreKey, isStoreKey, objectKeyOf, isRasterImage, processImageFor, type Caller } from "@cms/platform";
+import { AppError, ObjectTooLargeError, coverImages, fetchImageFor, freshCoverKeys, freshStoreKey, readObject, isStoreKey, objectKeyOf, isRasterImage, processImageFor, type Caller } from "@cms/platform";
 import { mintUploadTargets } from "@cms/platform/upload-urls";
 import type { Deps } from "./deps.js";
 
@@ -20,12 +20,15 @@ export async function prepareCover(deps: Deps, caller: Caller, thumbnailUrl: str
     let key: string;
     try { key = objectKeyOf(thumbnailUrl); } catch { throw new AppError("invalid_request", "thumbnail_url is not a valid object-store key.", { field: "thumbnail_url" }); }
     if (!key.startsWith(`${caller.userId}/`)) throw new AppError("forbidden", "thumbnail_url names an object of another user.");
-    const obj = await deps.ctx.store.get(thumbnailUrl);
-    if (!obj) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
-    if (obj.info.size > MAX_COVER_BYTES) { obj.body.destroy(); throw new AppError("invalid_request", `The cover image exceeds ${MAX_COVER_BYTES} bytes.`, { field: "thumbnail_url" }); }
-    const chunks: Buffer[] = [];
-    for await (const c of obj.body) chunks.push(c as Buffer);
-    bytes = Buffer.concat(chunks);
+    let stored: Buffer | undefined;
+    try {
+      stored = await readObject(deps.ctx.store, thumbnailUrl, { maxBytes: MAX_COVER_BYTES });
+    } catch (err) {
+      if (err instanceof ObjectTooLargeError) throw new AppError("invalid_request", `The cover image exceeds ${MAX_COVER_BYTES} bytes.`, { field: "thumbnail_url" });
+      throw err;
+    }
+    if (!stored) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
+    bytes = stored;
   } else {
     bytes = await fetchImageFor("thumbnail_url", thumbnailUrl, { policy: { allowedHosts: deps.ctx.config.outboundAllowedHosts }, maxBytes: MAX_COVER_BYTES, timeoutMs: 15_000 });
   }

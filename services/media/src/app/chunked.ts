@@ -13,7 +13,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import type { Knex } from "knex";
-import { AppError, EVENTS, ObjectLengthMismatchError, STORE_PREFIX, freshStoreKey, type Caller } from "@cms/platform";
+import { AppError, EVENTS, ObjectLengthMismatchError, STORE_PREFIX, freshStoreKey, readObject, type Caller } from "@cms/platform";
 import { mediaJson, type MediaRow } from "../domain/media-json.js";
 import { checkName, normalizeTags } from "../domain/rules.js";
 import {
@@ -197,12 +197,10 @@ class ChunkMissingError extends Error {
   constructor(readonly index: number) { super(`the stored object of chunk ${index} is missing`); }
 }
 
-async function readObject(deps: Deps, c: StoredChunk, range?: { start: number; end: number }): Promise<Buffer> {
-  const obj = await deps.ctx.store.get(c.key!, range);
-  if (!obj) throw new ChunkMissingError(c.index);
-  const parts: Buffer[] = [];
-  for await (const part of obj.body) parts.push(part as Buffer);
-  return Buffer.concat(parts);
+async function readChunkObject(deps: Deps, c: StoredChunk, range?: { start: number; end: number }): Promise<Buffer> {
+  const bytes = await readObject(deps.ctx.store, c.key!, { range });
+  if (!bytes) throw new ChunkMissingError(c.index);
+  return bytes;
 }
 
 /** Up to `bytes` leading bytes of the assembled file (for MIME sniffing). */
@@ -215,7 +213,7 @@ async function leadingBytes(deps: Deps, trx: Db, chunks: StoredChunk[], bytes: n
     const want = Math.min(c.size, bytes - n);
     const part = c.key === null
       ? (await trx("upload_chunks").where({ id: c.id }).first(trx.raw("substring(data FROM 1 FOR ?) AS head", [want]))).head as Buffer
-      : await readObject(deps, c, { start: 0, end: want - 1 });
+      : await readChunkObject(deps, c, { start: 0, end: want - 1 });
     parts.push(part);
     n += part.length;
   }
@@ -245,7 +243,7 @@ function segments(chunks: StoredChunk[]): StoredChunk[][] {
 }
 
 async function readSegment(deps: Deps, trx: Db, seg: StoredChunk[]): Promise<Buffer[]> {
-  if (seg[0]!.key !== null) return [await readObject(deps, seg[0]!)];
+  if (seg[0]!.key !== null) return [await readChunkObject(deps, seg[0]!)];
   const rows: Array<{ id: number; data: Buffer }> = await trx("upload_chunks").whereIn("id", seg.map((c) => c.id)).select("id", "data");
   const byId = new Map(rows.map((r) => [Number(r.id), r.data]));
   return seg.map((c) => byId.get(c.id) ?? Buffer.alloc(0));

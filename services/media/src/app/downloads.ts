@@ -5,7 +5,7 @@
  * describe's proxy URLs. Only object-store-backed files are downloadable.
  */
 import { randomUUID } from "node:crypto";
-import { AppError, isStoreKey, signGrant, type Caller, type Grant } from "@cms/platform";
+import { AppError, isStoreKey, readObject, signGrant, type Caller, type Grant } from "@cms/platform";
 import type { MediaRow } from "../domain/media-json.js";
 import { TEXT_NOTE_URL } from "../domain/rules.js";
 import { CHUNK_BYTES, CHUNKED_MAX_BYTES, chunkCount, chunkRange, filenameOfKey } from "../domain/transfer-rules.js";
@@ -101,13 +101,11 @@ export async function downloadChunk(deps: Deps, caller: Caller, downloadId: stri
   const size = Number(s.content_length);
   const range = chunkRange(index, size, Number(s.chunk_bytes));
   const missing = () => new AppError("not_found", `The stored file of media ${s.media_id} is missing.`, { field: "download_id" });
-  let bytes = Buffer.alloc(0);
+  let bytes: Buffer = Buffer.alloc(0);
   if (range) {
-    const obj = await deps.ctx.store.get(s.store_key, range);
-    if (!obj) throw missing();
-    const parts: Buffer[] = [];
-    for await (const c of obj.body) parts.push(c as Buffer);
-    bytes = Buffer.concat(parts);
+    const read = await readObject(deps.ctx.store, s.store_key, { range });
+    if (!read) throw missing();
+    bytes = read;
   } else if (!(await deps.ctx.store.head(s.store_key))) {
     // An empty file's one chunk: nothing to read (no store takes an empty range), but it must still be there.
     throw missing();

@@ -6,7 +6,7 @@
  */
 import { Parser } from "htmlparser2";
 import { fileTypeFromBuffer } from "file-type";
-import { AppError, ImageError, OutboundError, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey, mediaThumbnails, objectKeyOf, processImageFor, safeFetch, type Caller } from "@cms/platform";
+import { AppError, ImageError, ObjectTooLargeError, OutboundError, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey, mediaThumbnails, objectKeyOf, processImageFor, readObject, safeFetch, type Caller } from "@cms/platform";
 import { isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
 import { mimeOfUnsignedBytes } from "../domain/transfer-rules.js";
 import { coverKeysAmong, type Deps } from "./deps.js";
@@ -42,26 +42,19 @@ function fetchError(err: unknown, field: string): never {
 async function readPrefix(deps: Deps, key: string, bytes: number, size: number): Promise<Buffer> {
   // No ranged read of an empty object: S3 refuses a range that starts at its end.
   if (size === 0) return Buffer.alloc(0);
-  const obj = await deps.ctx.store.get(key, { start: 0, end: Math.min(bytes, size) - 1 });
-  if (!obj) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of obj.body) {
-    chunks.push(c as Buffer);
-    n += (c as Buffer).length;
-    if (n >= bytes) break;
-  }
-  obj.body.destroy();
-  return Buffer.concat(chunks).subarray(0, bytes);
+  return (await readObject(deps.ctx.store, key, { range: { start: 0, end: Math.min(bytes, size) - 1 } })) ?? Buffer.alloc(0);
 }
 
 async function readAll(deps: Deps, key: string, max: number): Promise<Buffer> {
-  const obj = await deps.ctx.store.get(key);
-  if (!obj) throw new AppError("invalid_request", "The stored object is gone.", { field: "source_url" });
-  if (obj.info.size > max) { obj.body.destroy(); throw new ImageError(`image larger than ${max} bytes`); }
-  const chunks: Buffer[] = [];
-  for await (const c of obj.body) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
+  let bytes: Buffer | undefined;
+  try {
+    bytes = await readObject(deps.ctx.store, key, { maxBytes: max });
+  } catch (err) {
+    if (err instanceof ObjectTooLargeError) throw new ImageError(`image larger than ${max} bytes`);
+    throw err;
+  }
+  if (!bytes) throw new AppError("invalid_request", "The stored object is gone.", { field: "source_url" });
+  return bytes;
 }
 
 /** The MIME type of bytes from their first 4100: the signature, else the text rules. */
