@@ -118,9 +118,11 @@ async function orphanChunkObjects(deps: Deps, trx: Db, keys: Array<string | null
   if (list.length) await deps.ctx.bus.enqueue(trx, EVENTS.objectsOrphaned, { store_keys: list });
 }
 
-async function chunkKeysOf(trx: Db, uploadIds: string[]): Promise<string[]> {
-  if (!uploadIds.length) return [];
-  return (await trx("upload_chunks").whereIn("upload_id", uploadIds).whereNotNull("store_key").select("store_key")).map((r: { store_key: string }) => r.store_key);
+/** Deletes the sessions' chunk rows, their objects going through the outbox, in one statement. */
+async function discardChunks(deps: Deps, trx: Db, uploadIds: string[]): Promise<void> {
+  if (!uploadIds.length) return;
+  const gone: Array<{ store_key: string | null }> = await trx("upload_chunks").whereIn("upload_id", uploadIds).delete().returning("store_key");
+  await orphanChunkObjects(deps, trx, gone.map((r) => r.store_key));
 }
 
 /** Bytes and count of the session's current chunks other than `index`. */
@@ -336,8 +338,7 @@ export async function finishUpload(deps: Deps, caller: Caller, input: FinishInpu
         name: itemName(s.name ?? undefined, s.filename ?? undefined), description: s.description, tags: s.tags ?? [], sha256: stored.sha256,
       });
       await trx("upload_sessions").where({ id: s.id }).update({ state: "finished", media_id: row.id });
-      await orphanChunkObjects(deps, trx, await chunkKeysOf(trx, [s.id]));
-      await trx("upload_chunks").where({ upload_id: s.id }).delete();
+      await discardChunks(deps, trx, [s.id]);
       return { media: mediaJson(row), chunked_upload: true, upload_id: s.id };
     });
     deps.ctx.bus.flush();
@@ -356,7 +357,7 @@ export async function abortUpload(deps: Deps, caller: Caller, uploadId: string) 
       throw new AppError("invalid_request", `Upload ${uploadId} already finished as media ${s.media_id}; remove the item with media.delete.`, { field: "upload_id", media_id: Number(s.media_id) });
     }
     const [{ n }] = await trx("upload_chunks").where({ upload_id: uploadId, state: "stored" }).count<{ n: number }[]>("* as n");
-    await orphanChunkObjects(deps, trx, await chunkKeysOf(trx, [uploadId]));
+    await discardChunks(deps, trx, [uploadId]);
     await trx("upload_sessions").where({ id: uploadId }).delete();
     return { upload_id: uploadId, aborted: true, discarded_chunks: Number(n) };
   }).finally(() => deps.ctx.bus.flush());
@@ -379,7 +380,7 @@ export async function cleanupExpiredSessions(deps: Deps, now = new Date()) {
       .orWhere((q) => q.where({ state: "finished" }).andWhere("expires_at", "<", new Date(now.getTime() - FINISHED_SESSION_RETENTION_MS)))
       .forUpdate().select("id");
     const ids = expired.map((r) => r.id);
-    await orphanChunkObjects(deps, trx, await chunkKeysOf(trx, ids));
+    await discardChunks(deps, trx, ids);
     return ids.length ? trx("upload_sessions").whereIn("id", ids).delete() : 0;
   });
   deps.ctx.bus.flush();
