@@ -1,7 +1,7 @@
 /** Media domain rules without I/O. */
 import test from "ava";
 import { AppError } from "@cms/platform";
-import { checkName, isReservedName, isVideoHostingUrl, listHint, normalizeTags, placeholderPath, textNoteMode, textNoteThumbnail, viewerOfMime } from "../src/domain/rules.js";
+import { checkName, isReservedName, isVideoHostingUrl, listHint, normalizeTags, placeholderPath, textNoteColumns, textNoteMode, textNoteThumbnail, viewerOfMime } from "../src/domain/rules.js";
 import { safeFilename } from "@cms/platform";
 import { pagePreview } from "../src/app/ingest.js";
 import { foldAccents } from "../src/app/catalogue.js";
@@ -74,4 +74,10 @@ test("filenames in store keys are made safe", (t) => {
 
 test("accent folding matches how search_text is built", (t) => {
   t.is(foldAccents("Crète ÉTÉ"), "crete ete");
+});
+
+test("textNoteColumns: viewer, display_mode and MIME type agree", (t) => {
+  t.deepEqual(textNoteColumns({ displayMode: "markdown", viewer: "markdown" }), { viewer: "markdown", display_mode: "markdown", mime_type: "text/markdown" });
+  t.deepEqual(textNoteColumns({ displayMode: "plain", viewer: "text" }), { viewer: "text", display_mode: "plain", mime_type: "text/plain" });
+  t.deepEqual(textNoteColumns({ displayMode: "code", viewer: "code" }), { viewer: "code", display_mode: "code", mime_type: "text/plain" });
 });

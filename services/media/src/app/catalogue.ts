@@ -1,7 +1,7 @@
 /** The media catalogue: reading, creating, changing, deleting and arranging media rows. */
 import { AppError, isStoreKey, type Caller } from "@cms/platform";
 import { LINK_VIEWER, MEDIA_COLUMNS, mediaJson, type MediaRow } from "../domain/media-json.js";
-import { TEXT_NOTE_URL, checkName, isVideoHostingUrl, listHint, normalizeTags, textNoteMode } from "../domain/rules.js";
+import { TEXT_NOTE_URL, checkName, isVideoHostingUrl, listHint, normalizeTags, textNoteColumns, textNoteMode } from "../domain/rules.js";
 import { lockCollection, nextPosition, renumber, storeKeysOf } from "../store/media-store.js";
 import { authorize, emitUpdated, findMedia, mediaFor, orphanUnreferenced, type Deps } from "./deps.js";
 import { ingestSource, thumbnailsFromKey, thumbnailsFromRemote, type Ingested } from "./ingest.js";
@@ -180,8 +180,7 @@ export async function updateMedia(deps: Deps, caller: Caller, id: number, input:
     if (input.viewer === "collection") throw new AppError("invalid_request", "viewer collection belongs to sub-collection link rows, which collections.create makes.", { field: "viewer" });
     if (cur.main_url === TEXT_NOTE_URL) {
       // A note's viewer and display_mode always agree: the viewer sets both.
-      const mode = textNoteMode(undefined, input.viewer)!;
-      Object.assign(patch, { viewer: mode.viewer, display_mode: mode.displayMode, mime_type: mode.displayMode === "markdown" ? "text/markdown" : "text/plain" });
+      Object.assign(patch, textNoteColumns(textNoteMode(undefined, input.viewer)!));
     } else if (!isVideoHostingUrl(cur.main_url)) {
       patch.viewer = input.viewer;
     }

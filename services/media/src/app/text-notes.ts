@@ -1,7 +1,7 @@
 /** Inline text notes: add, update, get, delete. */
 import { AppError, type Caller } from "@cms/platform";
 import { mediaJson, type MediaRow } from "../domain/media-json.js";
-import { checkName, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
+import { checkName, textNoteColumns, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
 import { lockCollection, renumber } from "../store/media-store.js";
 import { authorize, emitUpdated, mediaFor, orphanUnreferenced, type Deps } from "./deps.js";
 import { insertRow } from "./catalogue.js";
@@ -21,11 +21,9 @@ export async function addTextNote(deps: Deps, caller: Caller, input: AddNoteInpu
     description: input.description ?? null,
     tags: [],
     main_url: TEXT_NOTE_URL,
-    viewer: mode.viewer,
-    mime_type: mode.displayMode === "markdown" ? "text/markdown" : "text/plain",
+    ...textNoteColumns(mode),
     size_bytes: Buffer.byteLength(text),
     text_note: text,
-    display_mode: mode.displayMode,
     placeholder_kind: thumb.placeholderKind,
     thumbnail_url: thumb.thumbnailUrl,
   });
@@ -47,7 +45,7 @@ export async function updateTextNote(deps: Deps, caller: Caller, id: number, inp
   if (input.description !== undefined) patch.description = input.description;
   // Omitting both display_mode and viewer keeps the type.
   const mode = textNoteMode(input.displayMode, input.viewer);
-  if (mode) { patch.display_mode = mode.displayMode; patch.viewer = mode.viewer; patch.mime_type = mode.displayMode === "markdown" ? "text/markdown" : "text/plain"; }
+  if (mode) Object.assign(patch, textNoteColumns(mode));
   // Omitting both thumbnail_url and placeholder_kind keeps the thumbnail.
   if (input.thumbnailUrl !== undefined || input.placeholderKind !== undefined) {
     const t = textNoteThumbnail(input.thumbnailUrl, input.placeholderKind);

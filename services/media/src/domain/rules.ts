@@ -83,6 +83,11 @@ export function textNoteMode(displayMode: string | undefined, viewer: string | u
   return { displayMode: mode, viewer: VIEWER_OF_MODE[mode]! };
 }
 
+/** The row columns a text note's rendering sets: viewer, display_mode and the MIME type. */
+export function textNoteColumns(mode: { displayMode: string; viewer: string }): { viewer: string; display_mode: string; mime_type: string } {
+  return { viewer: mode.viewer, display_mode: mode.displayMode, mime_type: mode.displayMode === "markdown" ? "text/markdown" : "text/plain" };
+}
+
 /** Thumbnail of a text note: thumbnail_url first, then placeholder_kind, then `notes`. */
 export function textNoteThumbnail(thumbnailUrl: string | undefined, kind: string | undefined): { thumbnailUrl: string; placeholderKind: string | null } {
   if (thumbnailUrl) return { thumbnailUrl, placeholderKind: null };
