@@ -3,7 +3,7 @@ import { AppError, isStoreKey, type Caller } from "@cms/platform";
 import { LINK_VIEWER, MEDIA_COLUMNS, mediaJson, type MediaRow } from "../domain/media-json.js";
 import { TEXT_NOTE_URL, checkName, isVideoHostingUrl, listHint, normalizeTags, textNoteColumns, textNoteMode } from "../domain/rules.js";
 import { lockCollection, nextPosition, renumber, storeKeysOf } from "../store/media-store.js";
-import { authorize, emitUpdated, findMedia, mediaFor, orphanUnreferenced, type Deps } from "./deps.js";
+import { authorize, emitUpdated, findMedia, mediaFor, orphanObjects, type Deps } from "./deps.js";
 import { ingestSource, thumbnailsFromKey, thumbnailsFromRemote, type Ingested } from "./ingest.js";
 import { finalizedRow } from "./uploads.js";
 
@@ -185,16 +185,16 @@ export async function updateMedia(deps: Deps, caller: Caller, id: number, input:
       patch.viewer = input.viewer;
     }
   }
-  const oldThumbs: string[] = [];
+  const oldThumbs: Array<string | null> = [];
   if (input.thumbnailUrl !== undefined) {
     Object.assign(patch, await thumbnailFields(deps, caller, access.ownerUserId, Number(cur.collection_id), input.thumbnailUrl));
-    oldThumbs.push(...[cur.thumbnail_url, cur.background_image_url].filter((k): k is string => Boolean(k && isStoreKey(k))));
+    oldThumbs.push(cur.thumbnail_url, cur.background_image_url);
   }
   const row = await deps.db.transaction(async (trx) => {
     if (!Object.keys(patch).length) return cur;
     patch.updated_at = new Date();
     const [r] = await trx("media").where({ id }).update(patch).returning("*");
-    await orphanUnreferenced(deps, trx, oldThumbs);
+    await orphanObjects(deps, trx, oldThumbs);
     await emitUpdated(deps, trx, Number(cur.collection_id), "media_updated");
     return r as MediaRow;
   });
@@ -218,7 +218,7 @@ export async function replaceMedia(deps: Deps, caller: Caller, id: number, input
     // A one-call row replaced before its bytes arrived no longer waits for them: without this,
     // the upload_finalize job would take the replaced (valid) item for abandoned and delete it.
     await trx("pending_uploads").where({ media_id: id }).delete();
-    await orphanUnreferenced(deps, trx, storeKeysOf([cur]));
+    await orphanObjects(deps, trx, storeKeysOf([cur]));
     await emitUpdated(deps, trx, collectionId, "media_updated");
     return r as MediaRow;
   });
@@ -245,7 +245,7 @@ export async function deleteMedia(deps: Deps, caller: Caller, ids: number[], inp
     } else {
       await trx("media").whereIn("id", ids).delete();
       // Stored objects go after the rows, and only those no other row (a copy) still uses.
-      await orphanUnreferenced(deps, trx, storeKeysOf(rows));
+      await orphanObjects(deps, trx, storeKeysOf(rows));
     }
     for (const c of collections) {
       await renumber(trx, c);
@@ -354,7 +354,7 @@ export async function finalizeThumbnail(deps: Deps, caller: Caller, id: number, 
     : await thumbnailsFromKey(deps, caller, access.ownerUserId, collectionId, key);
   const row = await deps.db.transaction(async (trx) => {
     const [r] = await trx("media").where({ id }).update({ ...thumbs, updated_at: new Date() }).returning("*");
-    await orphanUnreferenced(deps, trx, [cur.thumbnail_url, cur.background_image_url, key].filter((k): k is string => Boolean(k && isStoreKey(k) && k !== thumbs.thumbnail_url)));
+    await orphanObjects(deps, trx, [cur.thumbnail_url, cur.background_image_url, key]);
     await emitUpdated(deps, trx, Number(cur.collection_id), "media_updated");
     return r as MediaRow;
   });

@@ -2,7 +2,7 @@
 import type { Knex } from "knex";
 import type { Client } from "@connectrpc/connect";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
-import { AppError, EVENTS, mayBeCoverKey, type Caller, type ServiceContext } from "@cms/platform";
+import { AppError, EVENTS, isStoreKey, mayBeCoverKey, type Caller, type ServiceContext } from "@cms/platform";
 import type { MediaRow } from "../domain/media-json.js";
 
 export interface Deps {
@@ -58,13 +58,13 @@ export async function emitUpdated(deps: Deps, trx: Db, collectionId: number, kin
 }
 
 /**
- * Stored objects no remaining row references, removed through the outbox after this commit
- * (copies share their objects, so a key goes only with its last row).
+ * Stored objects this transaction stopped using, handed to the outbox; they go after the commit,
+ * and only those nothing uses any more then (removableKeys: copies share their objects, so a key
+ * goes with its last row).
  */
-export async function orphanUnreferenced(deps: Deps, trx: Db, keys: string[]): Promise<void> {
-  if (!keys.length) return;
-  const orphaned = await unreferencedByMedia(trx, keys);
-  if (orphaned.length) await deps.ctx.bus.enqueue(trx, EVENTS.objectsOrphaned, { store_keys: orphaned });
+export async function orphanObjects(deps: Deps, trx: Db, keys: Array<string | null | undefined>): Promise<void> {
+  const storeKeys = [...new Set(keys.filter((k): k is string => Boolean(k && isStoreKey(k))))];
+  if (storeKeys.length) await deps.ctx.bus.enqueue(trx, EVENTS.objectsOrphaned, { store_keys: storeKeys });
 }
 
 /** The keys no media row (file, thumbnail, background) nor a pending one-call upload uses. */

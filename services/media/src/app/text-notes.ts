@@ -3,7 +3,7 @@ import { AppError, type Caller } from "@cms/platform";
 import { mediaJson, type MediaRow } from "../domain/media-json.js";
 import { checkName, textNoteColumns, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
 import { lockCollection, renumber } from "../store/media-store.js";
-import { authorize, emitUpdated, mediaFor, orphanUnreferenced, type Deps } from "./deps.js";
+import { authorize, emitUpdated, mediaFor, orphanObjects, type Deps } from "./deps.js";
 import { insertRow } from "./catalogue.js";
 
 export interface AddNoteInput {
@@ -56,7 +56,7 @@ export async function updateTextNote(deps: Deps, caller: Caller, id: number, inp
     if (!Object.keys(patch).length) return cur;
     patch.updated_at = new Date();
     const [r] = await trx("media").where({ id }).update(patch).returning("*");
-    if (patch.thumbnail_url !== undefined && cur.thumbnail_url) await orphanUnreferenced(deps, trx, [cur.thumbnail_url].filter((k) => k.startsWith("store://")));
+    if (patch.thumbnail_url !== undefined && cur.thumbnail_url) await orphanObjects(deps, trx, [cur.thumbnail_url]);
     await emitUpdated(deps, trx, Number(cur.collection_id), "media_updated");
     return r as MediaRow;
   });
