@@ -6,16 +6,13 @@
  * Goals: search p95 < 50 ms, list p95 < 20 ms, get >= 30% of the bare query's throughput.
  * Also prints the EXPLAIN ANALYZE of the search and list queries.
  */
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
 import { loadConfig } from "@cms/platform";
 import { startSystem } from "@cms/server";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
-import { drive, formatTable, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { drive, formatTable, round, startBareQueryServer, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 
 const API_KEY = "bench-key";
 const OP_PATH = "/functions/v1/thirdparty-v1";
@@ -28,34 +25,14 @@ const WORDS = ("alpine amber autumn beach berlin birds bridges cabin canyon cast
   "sailing sketches snow spring street summer sunset temple tokyo trains travel valley vienna vintage winter " +
   "wedding wildlife").split(" ");
 
-async function startBarePg(databaseUrl: string): Promise<{ url: string; close(): Promise<void> }> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 8 });
-  const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c) => chunks.push(c));
-    req.on("end", () => {
-      const { collection_id } = JSON.parse(Buffer.concat(chunks).toString());
-      pool.query("SELECT * FROM collections.collections WHERE id = $1", [collection_id]).then(({ rows }) => {
-        const body = JSON.stringify({ collection: rows[0] });
-        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-        res.end(body);
-      }, (err) => { res.writeHead(500); res.end(String(err)); });
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
-    close: async () => { await new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }); await pool.end(); },
-  };
-}
-
 async function run(opts: BenchOptions): Promise<ScenarioReport> {
   process.env.OTEL_SDK_DISABLED ??= "true";
   const dataDir = mkdtempSync(join(tmpdir(), "cms-bench-"));
   chmodSync(dataDir, 0o755);
   const env = { DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", OTEL_SDK_DISABLED: "true", RATE_LIMIT_PER_MINUTE: "100000000", GATEWAY_API_KEYS: API_KEY, DB_POOL_MAX: "16" };
   const system = await startSystem(loadConfig(env, ["--target=all"]));
-  let bare: Awaited<ReturnType<typeof startBarePg>> | undefined;
+  let bare: Awaited<ReturnType<typeof startBareQueryServer>> | undefined;
+  let barePage: Awaited<ReturnType<typeof startBareQueryServer>> | undefined;
   try {
     const auth = system.clients.get(AuthService);
     const userIds: string[] = [];
@@ -84,7 +61,11 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     const endpoint = `${system.url}${OP_PATH}`;
     const check = await fetch(endpoint, { method: "POST", headers, body: JSON.stringify({ op: "collections.search", query: "montreal" }) });
     if (check.status !== 200) throw new Error(`search answered ${check.status}: ${await check.text()}`);
-    bare = await startBarePg(system.databaseUrl);
+    bare = await startBareQueryServer(system.databaseUrl, (b) => ["SELECT * FROM collections.collections WHERE id = $1", [b.collection_id]], (rows) => ({ collection: rows[0] }));
+    // The same page collections.list answers: the owner's top-level live collections in order.
+    barePage = await startBareQueryServer(system.databaseUrl, (b) => [
+      "SELECT * FROM collections.collections WHERE user_id = $1 AND parent_id IS NULL AND NOT is_deleted AND NOT is_archived ORDER BY position, id LIMIT 100", [b.user_id],
+    ], (rows) => ({ collections: rows }));
 
     const common = { headers, warmupMs: opts.warmupSeconds * 1000, durationMs: opts.seconds * 1000 };
     const results: LoadResult[] = [];
@@ -98,6 +79,9 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     const bareGet = await drive({ ...common, connections: 32, name: "bare pg row (32 conn)", url: bare.url, body: JSON.stringify({ collection_id: someId }) });
     const gwGet = await drive({ ...common, connections: 32, name: "collections.get (32 conn)", url: endpoint, body: JSON.stringify({ op: "collections.get", collection_id: someId }) });
     results.push(bareGet, gwGet);
+    const barePageRun = await drive({ ...common, connections: 32, name: "bare pg page of 100 (32 conn)", url: barePage.url, body: JSON.stringify({ user_id: userIds[0] }) });
+    const gwList = await drive({ ...common, connections: 32, name: "collections.list limit 100 (32 conn)", url: endpoint, body: listBody });
+    results.push(barePageRun, gwList);
 
     const explain = async (sql: string, bindings: string[]) =>
       ((await db.raw(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ${sql}`, bindings)).rows as Array<Record<string, string>>).map((r) => `    ${r["QUERY PLAN"]}`);
@@ -111,6 +95,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
 
     const [search, list] = results as [LoadResult, LoadResult];
     const getRatio = gwGet.throughput / bareGet.throughput;
+    const listRatio = gwList.throughput / barePageRun.throughput;
     const goals = {
       search_p95_under_50ms: search.p95Ms < 50,
       list_p95_under_20ms: list.p95Ms < 20,
@@ -119,7 +104,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     return {
       scenario: "collections",
       results,
-      summary: { collections: USERS * PER_USER, users: USERS, seed_ms: seedMs, search_p95_ms: search.p95Ms, list_p95_ms: list.p95Ms, get_vs_bare: round(getRatio, 4), goals },
+      summary: { collections: USERS * PER_USER, users: USERS, seed_ms: seedMs, search_p95_ms: search.p95Ms, list_p95_ms: list.p95Ms, get_vs_bare: round(getRatio, 4), list_vs_bare_page: round(listRatio, 4), goals },
       lines: [
         `seeded ${USERS * PER_USER} collections across ${USERS} users in ${(seedMs / 1000).toFixed(1)} s`,
         formatTable(results),
@@ -127,11 +112,13 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
         `search own p95 at 1 client ${search.p95Ms.toFixed(2)} ms (goal < 50): ${goals.search_p95_under_50ms ? "PASS" : "FAIL"}`,
         `list limit 100 p95 at 1 client ${list.p95Ms.toFixed(2)} ms (goal < 20): ${goals.list_p95_under_20ms ? "PASS" : "FAIL"}`,
         `collections.get / bare pg: ${(getRatio * 100).toFixed(1)}% (goal >= 30%): ${goals.get_at_least_30pct_of_bare ? "PASS" : "FAIL"}`,
+        `collections.list limit 100 / bare pg page of 100: ${(listRatio * 100).toFixed(1)}%`,
         "", "EXPLAIN own-scope search:", ...searchPlan, "", "EXPLAIN list:", ...listPlan, "", "EXPLAIN public-scope search:", ...publicPlan,
       ],
     };
   } finally {
     await bare?.close();
+    await barePage?.close();
     await system.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -7,6 +7,7 @@
  * Every loop is bounded both in time (the window) and in count (maxRequests).
  */
 import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
@@ -241,5 +242,31 @@ export async function startBenchSystem(extraEnv: Record<string, string> = {}): P
       await system.stop();
       rmSync(dataDir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * A bare baseline: a node:http server that answers each POST with the JSON of one plain `pg`
+ * query (no gateway, no validation, no RPC), built from the request body by `query`.
+ */
+export async function startBareQueryServer(databaseUrl: string, query: (body: Record<string, unknown>) => [string, unknown[]], wrap: (rows: unknown[]) => unknown): Promise<{ url: string; close(): Promise<void> }> {
+  const pg = (await import("pg")).default;
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 8 });
+  const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const [sql, params] = query(JSON.parse(Buffer.concat(chunks).toString()));
+      pool.query(sql, params).then(({ rows }) => {
+        const body = JSON.stringify(wrap(rows));
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+        res.end(body);
+      }, (err) => { res.writeHead(500); res.end(String(err)); });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+    close: async () => { await new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }); await pool.end(); },
   };
 }

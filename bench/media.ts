@@ -9,7 +9,7 @@
 import sharp from "sharp";
 import { CALLER_HEADER, encodeCaller, mediaThumbnails } from "@cms/platform";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
-import { startBenchSystem, drive, formatTable, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { startBenchSystem, startBareQueryServer, drive, formatTable, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 
 // A vocabulary of 20 common words plus 1,200 rarer ones (syllable pairs), so that one query is
 // common (about 5% of items) and one is selective (a fraction of a percent), as in real catalogues.
@@ -114,6 +114,19 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     results.push(await drive({ ...common, connections: 1, name: "media.search common word (1 conn)", url: endpoint, body: commonSearchBody }));
     results.push(await drive({ ...common, connections: 8, name: "media.list (8 conn)", url: endpoint, body: listBody }));
     results.push(await drive({ ...common, connections: 8, name: "media.search (8 conn)", url: endpoint, body: searchBody }));
+    // Throughput of the first page of 100 against a bare pg query of the same page, 32 connections.
+    const barePage = await startBareQueryServer(system.databaseUrl, (b) => [
+      "SELECT * FROM media.media WHERE collection_id = $1 AND NOT is_deleted AND NOT is_archived ORDER BY position, id LIMIT 100", [b.collection_id],
+    ], (rows) => ({ media: rows }));
+    let barePageRun: LoadResult, gwList: LoadResult;
+    try {
+      barePageRun = await drive({ ...common, connections: 32, name: "bare pg page of 100 (32 conn)", url: barePage.url, body: JSON.stringify({ collection_id: ids[0] }) });
+      gwList = await drive({ ...common, connections: 32, name: "media.list limit 100 (32 conn)", url: endpoint, body: JSON.stringify({ op: "media.list", collection_id: ids[0], limit: 100 }) });
+    } finally {
+      await barePage.close();
+    }
+    results.push(barePageRun, gwList);
+    const listRatio = gwList.throughput / barePageRun.throughput;
 
     const explain = async (sql: string, bindings: Array<string | number>) =>
       ((await mdb.raw(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ${sql}`, bindings)).rows as Array<Record<string, string>>).map((r) => `    ${r["QUERY PLAN"]}`);
@@ -128,7 +141,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     return {
       scenario: "media",
       results,
-      summary: { items: 50000, collections: 200, seed_ms: seedMs, list_p95_ms: list.p95Ms, list_offset_5000_p95_ms: deepList.p95Ms, search_p95_ms: search.p95Ms, thumbnails_per_s: round(serviceRate, 2), thumbnails_end_to_end_per_s: round(pipeRate, 2), bare_sharp_per_s: round(bareRate, 2), thumbnails_vs_bare: round(thumbRatio, 4), goals },
+      summary: { items: 50000, collections: 200, seed_ms: seedMs, list_p95_ms: list.p95Ms, list_offset_5000_p95_ms: deepList.p95Ms, search_p95_ms: search.p95Ms, thumbnails_per_s: round(serviceRate, 2), thumbnails_end_to_end_per_s: round(pipeRate, 2), bare_sharp_per_s: round(bareRate, 2), thumbnails_vs_bare: round(thumbRatio, 4), list_vs_bare_page: round(listRatio, 4), goals },
       lines: [
         `seeded 50000 media across 200 collections (10000 in one) in ${(seedMs / 1000).toFixed(1)} s`,
         formatTable(results),
@@ -137,6 +150,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
         `  end to end (source PUT into the store + media.thumbnail_finalize over HTTP from this process): ${pipeRate.toFixed(2)}/s = ${(endToEndRatio * 100).toFixed(1)}% of bare sharp`,
         `media.list p95 at 1 client, first page ${list.p95Ms.toFixed(2)} ms (goal < 20): ${goals.list_p95_under_20ms ? "PASS" : "FAIL"}; at offset 5000 ${deepList.p95Ms.toFixed(2)} ms`,
         `media.search p95 at 1 client ${search.p95Ms.toFixed(2)} ms (goal < 50): ${goals.search_p95_under_50ms ? "PASS" : "FAIL"}`,
+        `media.list limit 100 / bare pg page of 100 at 32 connections: ${(listRatio * 100).toFixed(1)}%`,
         "", "EXPLAIN list:", ...listPlan, "", "EXPLAIN search:", ...searchPlan,
       ],
     };
