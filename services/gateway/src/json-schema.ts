@@ -155,3 +155,97 @@ export function requestSchema(message: DescMessage, seen = new Set<string>()): J
   if (required.length) schema.required = required;
   return schema;
 }
+
+/** JSON Schema type of a response scalar. */
+function responseScalarSchema(scalar: ScalarType): JsonSchema {
+  switch (scalar) {
+    case ScalarType.STRING: return { type: "string" };
+    case ScalarType.BOOL: return { type: "boolean" };
+    case ScalarType.BYTES: return { type: "string", contentEncoding: "base64" };
+    case ScalarType.DOUBLE: case ScalarType.FLOAT: return { type: "number" };
+    default: return { type: "integer" };
+  }
+}
+
+function responseMessageSchema(message: DescMessage, seen: Set<string>): JsonSchema {
+  switch (message.typeName) {
+    case "google.protobuf.Timestamp": return { type: "string", format: "date-time" };
+    case "google.protobuf.Struct": return { type: "object" };
+    case "google.protobuf.Value": return {};
+    case "google.protobuf.ListValue": return { type: "array" };
+    case "google.protobuf.StringValue": return { type: "string" };
+    case "google.protobuf.BoolValue": return { type: "boolean" };
+    case "google.protobuf.DoubleValue": case "google.protobuf.FloatValue": return { type: "number" };
+    case "google.protobuf.Int32Value": case "google.protobuf.Int64Value": case "google.protobuf.UInt32Value": case "google.protobuf.UInt64Value":
+      return { type: "integer" };
+  }
+  return responseSchema(message, seen);
+}
+
+function responseValueSchema(field: DescField, seen: Set<string>): JsonSchema {
+  switch (field.fieldKind) {
+    case "scalar": return responseScalarSchema(field.scalar);
+    case "enum": return { type: "string", enum: field.enum.values.map((v) => v.name) };
+    case "message": return responseMessageSchema(field.message, seen);
+    case "list": {
+      const items = field.listKind === "message" ? responseMessageSchema(field.message, seen)
+        : field.listKind === "enum" ? { type: "string", enum: field.enum.values.map((v) => v.name) }
+        : responseScalarSchema(field.scalar);
+      return { type: "array", items };
+    }
+    case "map":
+      return { type: "object", additionalProperties: field.mapKind === "message" ? responseMessageSchema(field.message, seen) : field.mapKind === "enum" ? { type: "string" } : responseScalarSchema(field.scalar) };
+  }
+}
+
+/** `schema` that also admits null. */
+function orNull(schema: JsonSchema): JsonSchema {
+  if (typeof schema.type === "string") return { ...schema, type: [schema.type, "null"] };
+  if (!Object.keys(schema).length) return schema;
+  return { anyOf: [schema, { type: "null" }] };
+}
+
+/**
+ * JSON Schema of the contract's JSON that a response message renders to (services/gateway
+ * render.ts): the same descriptors and (common.v1.field) options, so the published schema and
+ * the rendered answers cannot disagree. A key is required when it is always present: scalars
+ * without explicit presence, lists, maps, and nullable fields.
+ */
+export function responseSchema(message: DescMessage, seen = new Set<string>()): JsonSchema {
+  if (seen.has(message.typeName)) return { type: "object" };
+  seen.add(message.typeName);
+  const properties: Record<string, JsonSchema> = {};
+  const required: string[] = [];
+  const selected = new Set<string>();
+  for (const field of message.fields) {
+    const opt = optionsOf(field);
+    if (opt?.selects) selected.add(opt.selects);
+  }
+  for (const field of message.fields) {
+    const opt = optionsOf(field);
+    if (opt?.selects) continue;
+    if (opt?.inline && field.fieldKind === "message") {
+      // Its keys appear in this object when the field is set.
+      const inner = responseSchema(field.message, seen);
+      Object.assign(properties, inner.properties as object);
+      continue;
+    }
+    let s = responseValueSchema(field, seen);
+    if (selected.has(field.name) && s.type === "array") {
+      // Items may carry only the fields the request selected.
+      const { required: _r, ...items } = s.items as JsonSchema;
+      s = { ...s, items };
+    }
+    if (opt?.nullable) s = orNull(s);
+    if (opt?.description) s.description = opt.description;
+    const key = opt?.jsonKey || field.name;
+    properties[key] = s;
+    const alwaysPresent = field.fieldKind === "list" || field.fieldKind === "map" || Boolean(opt?.nullable)
+      || ((field.fieldKind === "scalar" || field.fieldKind === "enum") && field.presence === 2 /* IMPLICIT */ && !field.oneof);
+    if (alwaysPresent) required.push(key);
+  }
+  seen.delete(message.typeName);
+  const schema: JsonSchema = { type: "object", properties };
+  if (required.length) schema.required = required;
+  return schema;
+}

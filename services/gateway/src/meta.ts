@@ -1,37 +1,59 @@
-/** The meta operations, answered by the gateway from its registry. */
+/** The meta operations, answered by the gateway from its registry as typed messages. */
+import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
+import {
+  DescribeOperationResponseSchema, GetSchemaResponseSchema, ListOperationsResponseSchema, OperationSchema, PingResponseSchema, type Operation,
+} from "@cms/contracts/gateway/v1/meta_pb";
 import { AppError, STATUS_OF, type Caller } from "@cms/platform";
 import { SCHEMA_VERSION, type OpEntry, type OpRegistry } from "./registry.js";
 
-function entry(op: OpEntry) {
-  return {
+/** A JSON Schema as a google.protobuf.Struct field (held as a JsonObject by protobuf-es). */
+function struct(json: Record<string, unknown>): JsonObject {
+  return json as JsonObject;
+}
+
+function entry(op: OpEntry): Operation {
+  return create(OperationSchema, {
     name: op.name,
     summary: op.summary,
     scopes: op.scopes,
-    ...(op.conditionalScopes.length ? { conditional_scopes: op.conditionalScopes } : {}),
+    conditionalScopes: op.conditionalScopes.length ? { conditionalScopes: op.conditionalScopes } : undefined,
     mutating: op.mutating,
     anonymous: op.anonymous,
-    ...(op.adminOnly ? { admin_only: true } : {}),
-    ...(op.deprecatedAliasOf ? { deprecated: true, deprecated_alias_of: op.deprecatedAliasOf } : {}),
-    ...(op.streamsObject ? { response: "raw bytes of the stored file (Content-Type, Content-Length, ETag, Range)" } : {}),
-    mcp_tool: op.name.replaceAll(".", "_"),
-    request_schema: { ...op.requestSchema, properties: { op: { const: op.name }, ...(op.requestSchema.properties as object) }, required: ["op", ...((op.requestSchema.required as string[]) ?? [])] },
-  };
+    adminOnly: op.adminOnly || undefined,
+    deprecated: op.deprecatedAliasOf ? true : undefined,
+    deprecatedAliasOf: op.deprecatedAliasOf,
+    response: op.streamsObject ? "raw bytes of the stored file (Content-Type, Content-Length, ETag, Range)" : undefined,
+    mcpTool: op.name.replaceAll(".", "_"),
+    requestSchema: struct({ ...op.requestSchema, properties: { op: { const: op.name }, ...(op.requestSchema.properties as object) }, required: ["op", ...((op.requestSchema.required as string[]) ?? [])] }),
+    responseSchema: struct(op.responseSchema),
+  });
 }
 
-export type MetaHandler = (body: Record<string, unknown>, caller: Caller | undefined) => Record<string, unknown>;
+/**
+ * A meta operation: its typed answer. Returning the same message object again lets the endpoint
+ * reuse its rendered JSON (operations.list, schema.get).
+ */
+export type MetaHandler = (body: Record<string, unknown>, caller: Caller | undefined) => Message;
 
 export function createMeta(registry: OpRegistry, origins: { baseUrl: string; appUrl: string; mcpUrl: string }): Record<string, MetaHandler> {
   const operations = registry.all().map((op) => ({ name: op.name, scopes: op.scopes }));
-  const operationsBody = { operations, count: operations.length, version: SCHEMA_VERSION };
+  const operationsBody = create(ListOperationsResponseSchema, { operations, count: operations.length, version: SCHEMA_VERSION });
+  const entries = new Map<string, Operation>();
+  const entryOf = (op: OpEntry) => {
+    let e = entries.get(op.name);
+    if (!e) entries.set(op.name, (e = entry(op)));
+    return e;
+  };
   // Built on first use: with PORT=0 the origins are known only once the gateway listens.
-  let schemaBody: Record<string, unknown> | undefined;
-  const schema = () => (schemaBody ??= {
+  let schemaBody: Message | undefined;
+  const schema = () => (schemaBody ??= create(GetSchemaResponseSchema, {
     version: SCHEMA_VERSION,
     endpoint: `${origins.baseUrl}/functions/v1/thirdparty-v1`,
-    mcp_endpoint: `${origins.mcpUrl}/mcp`,
+    mcpEndpoint: `${origins.mcpUrl}/mcp`,
     authentication: {
       bearer: "Authorization: Bearer <access token>",
-      api_key_header: "apikey",
+      apiKeyHeader: "apikey",
       scopes: ["collections:read", "collections:write", "collections:delete", "media:read", "media:write", "media:delete", "profile:write"],
     },
     conventions: {
@@ -67,14 +89,14 @@ export function createMeta(registry: OpRegistry, origins: { baseUrl: string; app
       "collections.get_upload_url": "Covers are capped at 20 MiB (max_bytes), what collections.update takes from the key.",
       "media.thumbnail_finalize": "thumbnail_url is an object-store key or an http(s) image URL (fetched through the SSRF guard). Omitted, with the row's thumbnail already made from a key, it answers the item with noop:true. A collection's cover key is refused as a media source or thumbnail.",
     },
-    operations: registry.all().map(entry),
-  });
+    operations: registry.all().map(entryOf),
+  }));
   return {
-    ping: (_body, caller) => ({
+    ping: (_body, caller) => create(PingResponseSchema, {
       ok: true,
       version: SCHEMA_VERSION,
-      time: new Date().toISOString(),
-      ...(caller ? { user: { user_id: caller.userId, username: caller.username }, scopes: caller.scopes } : {}),
+      time: timestampNow(),
+      caller: caller ? { user: { userId: caller.userId, username: caller.username }, scopes: caller.scopes } : undefined,
     }),
     "operations.list": () => operationsBody,
     "operation.describe": (body) => {
@@ -86,7 +108,7 @@ export function createMeta(registry: OpRegistry, origins: { baseUrl: string; app
           allowed_operations: registry.names(),
         });
       }
-      return { operation: entry(op) };
+      return create(DescribeOperationResponseSchema, { operation: entryOf(op) });
     },
     "schema.get": () => schema(),
   };

@@ -4,8 +4,8 @@
  * idempotency, dispatch over Connect, and the contract's error shape for every failure.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { fromJson, type JsonValue } from "@bufbuild/protobuf";
-import type { OpResult } from "@cms/contracts/common/v1/common_pb";
+import { fromJson, type JsonValue, type Message } from "@bufbuild/protobuf";
+import type { StoredObject } from "@cms/contracts/common/v1/common_pb";
 import { AppError, CALLER_HEADER, encodeCaller, fromConnectError, type Caller, type Clients, type Logger } from "@cms/platform";
 import { bearerOf, sha256Hex, type ApiKeyChecker, type TokenResolver } from "./access.js";
 import type { RateLimiter } from "./rate-limit.js";
@@ -13,6 +13,7 @@ import { canonicalJson, type IdempotencyStore } from "./idempotency.js";
 import { validationError, type OpEntry, type OpRegistry } from "./registry.js";
 import type { MetaHandler } from "./meta.js";
 import type { ObjectRef, ObjectStreamer } from "./download-routes.js";
+import { renderJson } from "./render.js";
 
 export const OP_PATH = "/functions/v1/thirdparty-v1";
 
@@ -36,6 +37,15 @@ export interface OpOutcome { status: number; body: string }
 
 /** An outcome as the endpoint answers it: JSON, or the stored object of a streams_object op. */
 type Answer = OpOutcome & { headers?: Record<string, string>; object?: ObjectRef };
+
+/** The object a streams_object operation's response names (its `object` field). */
+function objectOf(res: Message): ObjectRef | undefined {
+  const o = (res as Message & { object?: StoredObject }).object;
+  return o ? { store_key: o.storeKey, content_type: o.contentType ?? null, filename: o.filename, sha256: o.sha256 ?? null } : undefined;
+}
+
+/** Rendered JSON of messages answered more than once (meta answers built once). */
+const renderedOnce = new WeakMap<Message, string>();
 
 export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
   res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), ...headers });
@@ -92,11 +102,17 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
   const { registry, clients, tokens, apiKeys, rateLimiter, idempotency, meta, log } = deps;
   const timeoutMs = deps.callTimeoutMs ?? 60_000;
 
-  async function dispatch(op: OpEntry, fields: Record<string, unknown>, caller: Caller | undefined): Promise<OpOutcome> {
+  async function dispatch(op: OpEntry, fields: Record<string, unknown>, caller: Caller | undefined): Promise<Answer> {
     if (op.owner === "gateway") {
       const handler = meta[op.name];
       if (!handler) throw new AppError("not_implemented", `${op.name} is not implemented by this gateway.`);
-      return { status: 200, body: JSON.stringify(handler(fields, caller)) };
+      const answer = handler(fields, caller);
+      let body = renderedOnce.get(answer);
+      if (body === undefined) {
+        body = renderJson(op.method.output, answer);
+        renderedOnce.set(answer, body);
+      }
+      return { status: 200, body };
     }
     let message;
     try {
@@ -104,17 +120,31 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
     } catch (err) {
       throw new AppError("invalid_request", `The request does not match ${op.name}: ${(err as Error).message}`);
     }
-    const client = clients.get(op.service) as unknown as Record<string, (m: unknown, o: unknown) => Promise<OpResult>>;
+    const client = clients.get(op.service) as unknown as Record<string, (m: unknown, o: unknown) => Promise<Message>>;
     const headers: Record<string, string> = {};
     const encoded = encodeCaller(caller);
     if (encoded) headers[CALLER_HEADER] = encoded;
-    let res: OpResult;
+    let res: Message;
     try {
       res = await client[op.method.localName]!(message, { headers, timeoutMs });
     } catch (err) {
       throw fromConnectError(err);
     }
-    return { status: 200, body: res.json || "{}" };
+    if (res.$typeName === "common.v1.OpResult") {
+      // Not yet typed: the service built the JSON itself.
+      const body = (res as Message & { json: string }).json || "{}";
+      if (op.streamsObject) {
+        const object = (JSON.parse(body) as { object?: ObjectRef }).object;
+        if (object) return { status: 200, body, object };
+      }
+      return { status: 200, body };
+    }
+    if (op.streamsObject) {
+      // The service named the object; the bytes go from the store to the client, not as JSON.
+      const object = objectOf(res);
+      if (object) return { status: 200, body: "", object };
+    }
+    return { status: 200, body: renderJson(op.method.output, res) };
   }
 
   async function run(req: IncomingMessage, res: ServerResponse): Promise<Answer> {
@@ -168,13 +198,7 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
       else await claim.complete(outcome);
       return outcome;
     }
-    const outcome = await dispatch(op, fields, caller);
-    if (op.streamsObject && outcome.status === 200) {
-      // The service named the object; the bytes go from the store to the client, not as JSON.
-      const object = (JSON.parse(outcome.body) as { object?: ObjectRef }).object;
-      if (object) return { ...outcome, object };
-    }
-    return outcome;
+    return dispatch(op, fields, caller);
   }
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

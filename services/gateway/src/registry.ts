@@ -9,7 +9,7 @@ import addFormatsModule from "ajv-formats";
 import { distance } from "fastest-levenshtein";
 import { op as opOption } from "@cms/contracts/common/v1/options_pb";
 import { AppError, ownerOf, type ServiceName } from "@cms/platform";
-import { requestSchema, type JsonSchema } from "./json-schema.js";
+import { requestSchema, responseSchema, type JsonSchema } from "./json-schema.js";
 
 export const SCHEMA_VERSION = "1.28.0";
 
@@ -29,6 +29,8 @@ export interface OpEntry {
   streamsObject: boolean;
   /** JSON Schema of the request body's fields (without `op`). */
   requestSchema: JsonSchema;
+  /** JSON Schema of the JSON object the operation answers with (from the response message). */
+  responseSchema: JsonSchema;
   validate: ValidateFunction;
 }
 
@@ -72,6 +74,7 @@ export function buildRegistry(services: DescService[]): OpRegistry {
         deprecatedAliasOf: o.deprecatedAliasOf || undefined,
         streamsObject: o.streamsObject,
         requestSchema: schema,
+        responseSchema: responseSchema(method.output),
         validate: ajv.compile(schema),
       });
     }

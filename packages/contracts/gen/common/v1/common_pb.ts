@@ -4,6 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_common_v1_options } from "./options_pb.js";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
@@ -11,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file common/v1/common.proto.
  */
 export const file_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb21tb24vdjEvY29tbW9uLnByb3RvEgljb21tb24udjEiGAoIT3BSZXN1bHQSDAoEanNvbhgBIAEoCSJoCgtFcnJvckRldGFpbBIMCgRjb2RlGAEgASgJEhMKC2h0dHBfc3RhdHVzGAIgASgFEg4KBmRldGFpbBgDIAEoCRImCgVleHRyYRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiDgoMRW1wdHlSZXF1ZXN0YgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("ChZjb21tb24vdjEvY29tbW9uLnByb3RvEgljb21tb24udjEiGAoIT3BSZXN1bHQSDAoEanNvbhgBIAEoCSJoCgtFcnJvckRldGFpbBIMCgRjb2RlGAEgASgJEhMKC2h0dHBfc3RhdHVzGAIgASgFEg4KBmRldGFpbBgDIAEoCRImCgVleHRyYRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiDgoMRW1wdHlSZXF1ZXN0IjoKClBhZ2luYXRpb24SDQoFbGltaXQYASABKAUSDgoGb2Zmc2V0GAIgASgFEg0KBXRvdGFsGAMgASgDIo8BCgxTdG9yZWRPYmplY3QSEQoJc3RvcmVfa2V5GAEgASgJEiEKDGNvbnRlbnRfdHlwZRgCIAEoCUIG0vMYAiABSACIAQESEAoIZmlsZW5hbWUYAyABKAkSGwoGc2hhMjU2GAQgASgJQgbS8xgCIAFIAYgBAUIPCg1fY29udGVudF90eXBlQgkKB19zaGEyNTZiBnByb3RvMw", [file_common_v1_options, file_google_protobuf_struct]);
 
 /**
  * OpResult is the response of every public operation: the JSON object the contract shows to
@@ -95,4 +96,77 @@ export type EmptyRequest = Message<"common.v1.EmptyRequest"> & {
  */
 export const EmptyRequestSchema: GenMessage<EmptyRequest> = /*@__PURE__*/
   messageDesc(file_common_v1_common, 2);
+
+/**
+ * The page of a list operation: {"limit": n, "offset": n, "total": n}.
+ *
+ * @generated from message common.v1.Pagination
+ */
+export type Pagination = Message<"common.v1.Pagination"> & {
+  /**
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: int32 offset = 2;
+   */
+  offset: number;
+
+  /**
+   * Every match, not only this page.
+   *
+   * @generated from field: int64 total = 3;
+   */
+  total: bigint;
+};
+
+/**
+ * Describes the message common.v1.Pagination.
+ * Use `create(PaginationSchema)` to create a new message.
+ */
+export const PaginationSchema: GenMessage<Pagination> = /*@__PURE__*/
+  messageDesc(file_common_v1_common, 3);
+
+/**
+ * A stored object that an operation answers with its bytes instead of JSON (operations marked
+ * streams_object, e.g. media.download): the gateway streams it from the object store with
+ * Content-Length, ETag, Range and If-None-Match.
+ *
+ * @generated from message common.v1.StoredObject
+ */
+export type StoredObject = Message<"common.v1.StoredObject"> & {
+  /**
+   * @generated from field: string store_key = 1;
+   */
+  storeKey: string;
+
+  /**
+   * MIME type recorded for the object; the store's own type when unset.
+   *
+   * @generated from field: optional string content_type = 2;
+   */
+  contentType?: string | undefined;
+
+  /**
+   * File name for Content-Disposition.
+   *
+   * @generated from field: string filename = 3;
+   */
+  filename: string;
+
+  /**
+   * Hex SHA-256 of the bytes, used as the ETag when known.
+   *
+   * @generated from field: optional string sha256 = 4;
+   */
+  sha256?: string | undefined;
+};
+
+/**
+ * Describes the message common.v1.StoredObject.
+ * Use `create(StoredObjectSchema)` to create a new message.
+ */
+export const StoredObjectSchema: GenMessage<StoredObject> = /*@__PURE__*/
+  messageDesc(file_common_v1_common, 4);
 

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file common/v1/options.proto.
  */
 export const file_common_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Chdjb21tb24vdjEvb3B0aW9ucy5wcm90bxIJY29tbW9uLnYxIsQBCglPcGVyYXRpb24SDAoEbmFtZRgBIAEoCRIOCgZzY29wZXMYAiADKAkSGgoSY29uZGl0aW9uYWxfc2NvcGVzGAMgAygJEhAKCG11dGF0aW5nGAQgASgIEhEKCWFub255bW91cxgFIAEoCBISCgphZG1pbl9vbmx5GAYgASgIEg8KB3N1bW1hcnkYByABKAkSGwoTZGVwcmVjYXRlZF9hbGlhc19vZhgIIAEoCRIWCg5zdHJlYW1zX29iamVjdBgJIAEoCCJHCgVGaWVsZBITCgtqc29uX3NjaGVtYRgBIAEoCRIUCgxkZWZhdWx0X2pzb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAk6RgoCb3ASHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgLMhQuY29tbW9uLnYxLk9wZXJhdGlvblICb3A6RwoFZmllbGQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLqOAyABKAsyEC5jb21tb24udjEuRmllbGRSBWZpZWxkYgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("Chdjb21tb24vdjEvb3B0aW9ucy5wcm90bxIJY29tbW9uLnYxIsQBCglPcGVyYXRpb24SDAoEbmFtZRgBIAEoCRIOCgZzY29wZXMYAiADKAkSGgoSY29uZGl0aW9uYWxfc2NvcGVzGAMgAygJEhAKCG11dGF0aW5nGAQgASgIEhEKCWFub255bW91cxgFIAEoCBISCgphZG1pbl9vbmx5GAYgASgIEg8KB3N1bW1hcnkYByABKAkSGwoTZGVwcmVjYXRlZF9hbGlhc19vZhgIIAEoCRIWCg5zdHJlYW1zX29iamVjdBgJIAEoCCKMAQoFRmllbGQSEwoLanNvbl9zY2hlbWEYASABKAkSFAoMZGVmYXVsdF9qc29uGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhAKCG51bGxhYmxlGAQgASgIEhAKCGpzb25fa2V5GAUgASgJEg4KBmlubGluZRgGIAEoCBIPCgdzZWxlY3RzGAcgASgJOkYKAm9wEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuY4DIAEoCzIULmNvbW1vbi52MS5PcGVyYXRpb25SAm9wOkcKBWZpZWxkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi6jgMgASgLMhAuY29tbW9uLnYxLkZpZWxkUgVmaWVsZGIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Operation marks an RPC as the implementation of one public operation.
@@ -83,9 +83,9 @@ export type Operation = Message<"common.v1.Operation"> & {
   deprecatedAliasOf: string;
 
   /**
-   * The operation answers raw bytes at the JSON endpoint: its OpResult JSON carries
-   * {"object": {"store_key", "content_type", "filename", "sha256"}} and the gateway streams
-   * that stored object (Content-Length, ETag, Range, If-None-Match) instead of sending the JSON.
+   * The operation answers raw bytes at the JSON endpoint: its response message has a field
+   * `object` (common.v1.StoredObject) and the gateway streams that stored object
+   * (Content-Length, ETag, Range, If-None-Match) instead of rendering the message.
    *
    * @generated from field: bool streams_object = 9;
    */
@@ -100,7 +100,10 @@ export const OperationSchema: GenMessage<Operation> = /*@__PURE__*/
   messageDesc(file_common_v1_options, 0);
 
 /**
- * Field carries JSON-facing facts that proto3 cannot express on its own.
+ * Field carries JSON-facing facts that proto3 cannot express on its own. On request fields they
+ * shape validation and the published request schema; on response fields they tell the gateway's
+ * one descriptor-driven renderer how the contract's JSON shows the field (the response schema
+ * published by operation.describe and schema.get follows the same options).
  *
  * @generated from message common.v1.Field
  */
@@ -114,7 +117,9 @@ export type Field = Message<"common.v1.Field"> & {
   jsonSchema: string;
 
   /**
-   * Default applied by the service when the field is omitted, as JSON (documentation only).
+   * Default of a request field the caller omitted, as JSON. Applied once, when a service
+   * receives the request (a server interceptor), so handlers never repeat it and direct RPC
+   * callers get the same defaults as the JSON endpoint.
    *
    * @generated from field: string default_json = 2;
    */
@@ -126,6 +131,39 @@ export type Field = Message<"common.v1.Field"> & {
    * @generated from field: string description = 3;
    */
   description: string;
+
+  /**
+   * Response fields: the contract shows the key with null when the value is absent (an unset
+   * optional scalar or message). Without it, an absent value leaves the key out.
+   *
+   * @generated from field: bool nullable = 4;
+   */
+  nullable: boolean;
+
+  /**
+   * Response fields: the JSON key when it is not the proto field name (e.g. "isOwn").
+   *
+   * @generated from field: string json_key = 5;
+   */
+  jsonKey: string;
+
+  /**
+   * Response message fields: the fields of the nested message appear in the parent object at
+   * this place instead of under a key of their own (variants of one response, groups of keys
+   * that appear together).
+   *
+   * @generated from field: bool inline = 6;
+   */
+  inline: boolean;
+
+  /**
+   * Response google.protobuf.FieldMask fields: the mask selects which fields of each item of the
+   * named repeated field are rendered, in the mask's order (collections.list `fields`). The mask
+   * itself is not rendered; unset, the items are rendered whole.
+   *
+   * @generated from field: string selects = 7;
+   */
+  selects: string;
 };
 
 /**

@@ -5,16 +5,18 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "../../buf/validate/validate_pb.js";
-import type { EmptyRequestSchema, OpResultSchema } from "../../common/v1/common_pb.js";
+import type { EmptyRequestSchema } from "../../common/v1/common_pb.js";
 import { file_common_v1_common } from "../../common/v1/common_pb.js";
 import { file_common_v1_options } from "../../common/v1/options_pb.js";
-import type { Message } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file gateway/v1/meta.proto.
  */
 export const file_gateway_v1_meta: GenFile = /*@__PURE__*/
-  fileDesc("ChVnYXRld2F5L3YxL21ldGEucHJvdG8SCmdhdGV3YXkudjEiOAoYRGVzY3JpYmVPcGVyYXRpb25SZXF1ZXN0EhwKCW9wZXJhdGlvbhgBIAEoCUIJukgGcgQQARhkMpMECgtNZXRhU2VydmljZRJmCgRQaW5nEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCIwyvMYLAoEcGluZzokSGVhbHRoIGFuZCBhdXRoIGNoZWNrIGZvciB0aGUgdG9rZW4uEo4BCg5MaXN0T3BlcmF0aW9ucxIXLmNvbW1vbi52MS5FbXB0eVJlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQiTsrzGEoKD29wZXJhdGlvbnMubGlzdCgBOjVDb21wYWN0IGxpc3Qgb2Ygb3BlcmF0aW9uIG5hbWVzIHdpdGggcmVxdWlyZWQgc2NvcGVzLhKWAQoRRGVzY3JpYmVPcGVyYXRpb24SJC5nYXRld2F5LnYxLkRlc2NyaWJlT3BlcmF0aW9uUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJGyvMYQgoSb3BlcmF0aW9uLmRlc2NyaWJlKAE6KlRoZSByZXF1ZXN0IHNjaGVtYSBlbnRyeSBvZiBvbmUgb3BlcmF0aW9uLhJyCglHZXRTY2hlbWESFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IjfK8xgzCgpzY2hlbWEuZ2V0KAE6I1RoZSBmdWxsIG1hY2hpbmUtcmVhZGFibGUgY29udHJhY3QuYgZwcm90bzM", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+  fileDesc("ChVnYXRld2F5L3YxL21ldGEucHJvdG8SCmdhdGV3YXkudjEiOAoYRGVzY3JpYmVPcGVyYXRpb25SZXF1ZXN0EhwKCW9wZXJhdGlvbhgBIAEoCUIJukgGcgQQARhkIpUBCgxQaW5nUmVzcG9uc2USCgoCb2sYASABKAgSDwoHdmVyc2lvbhgCIAEoCRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCgZjYWxsZXIYBCABKAsyFi5nYXRld2F5LnYxLlBpbmdDYWxsZXJCBtLzGAIwAUgAiAEBQgkKB19jYWxsZXIiQAoKUGluZ0NhbGxlchIiCgR1c2VyGAEgASgLMhQuZ2F0ZXdheS52MS5QaW5nVXNlchIOCgZzY29wZXMYAiADKAkiLQoIUGluZ1VzZXISDwoHdXNlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCSJnChZMaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEi0KCm9wZXJhdGlvbnMYASADKAsyGS5nYXRld2F5LnYxLk9wZXJhdGlvbk5hbWUSDQoFY291bnQYAiABKAUSDwoHdmVyc2lvbhgDIAEoCSItCg1PcGVyYXRpb25OYW1lEgwKBG5hbWUYASABKAkSDgoGc2NvcGVzGAIgAygJIkUKGURlc2NyaWJlT3BlcmF0aW9uUmVzcG9uc2USKAoJb3BlcmF0aW9uGAEgASgLMhUuZ2F0ZXdheS52MS5PcGVyYXRpb24i4QMKCU9wZXJhdGlvbhIMCgRuYW1lGAEgASgJEg8KB3N1bW1hcnkYAiABKAkSDgoGc2NvcGVzGAMgAygJEkYKEmNvbmRpdGlvbmFsX3Njb3BlcxgEIAEoCzIdLmdhdGV3YXkudjEuQ29uZGl0aW9uYWxTY29wZXNCBtLzGAIwAUgAiAEBEhAKCG11dGF0aW5nGAUgASgIEhEKCWFub255bW91cxgGIAEoCBIXCgphZG1pbl9vbmx5GAcgASgISAGIAQESFwoKZGVwcmVjYXRlZBgIIAEoCEgCiAEBEiAKE2RlcHJlY2F0ZWRfYWxpYXNfb2YYCSABKAlIA4gBARIVCghyZXNwb25zZRgKIAEoCUgEiAEBEhAKCG1jcF90b29sGAsgASgJEi8KDnJlcXVlc3Rfc2NoZW1hGAwgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIwCg9yZXNwb25zZV9zY2hlbWEYDSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QhUKE19jb25kaXRpb25hbF9zY29wZXNCDQoLX2FkbWluX29ubHlCDQoLX2RlcHJlY2F0ZWRCFgoUX2RlcHJlY2F0ZWRfYWxpYXNfb2ZCCwoJX3Jlc3BvbnNlIi8KEUNvbmRpdGlvbmFsU2NvcGVzEhoKEmNvbmRpdGlvbmFsX3Njb3BlcxgBIAMoCSKcBAoRR2V0U2NoZW1hUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIQCghlbmRwb2ludBgCIAEoCRIUCgxtY3BfZW5kcG9pbnQYAyABKAkSMgoOYXV0aGVudGljYXRpb24YBCABKAsyGi5nYXRld2F5LnYxLkF1dGhlbnRpY2F0aW9uEkMKC2NvbnZlbnRpb25zGAUgAygLMi4uZ2F0ZXdheS52MS5HZXRTY2hlbWFSZXNwb25zZS5Db252ZW50aW9uc0VudHJ5EjkKBmVycm9ycxgGIAMoCzIpLmdhdGV3YXkudjEuR2V0U2NoZW1hUmVzcG9uc2UuRXJyb3JzRW50cnkSPwoJZGVjaXNpb25zGAcgAygLMiwuZ2F0ZXdheS52MS5HZXRTY2hlbWFSZXNwb25zZS5EZWNpc2lvbnNFbnRyeRIpCgpvcGVyYXRpb25zGAggAygLMhUuZ2F0ZXdheS52MS5PcGVyYXRpb24aMgoQQ29udmVudGlvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGkgKC0Vycm9yc0VudHJ5EgsKA2tleRgBIAEoCRIoCgV2YWx1ZRgCIAEoCzIZLmdhdGV3YXkudjEuRXJyb3JDb2RlSW5mbzoCOAEaMAoORGVjaXNpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJICg5BdXRoZW50aWNhdGlvbhIOCgZiZWFyZXIYASABKAkSFgoOYXBpX2tleV9oZWFkZXIYAiABKAkSDgoGc2NvcGVzGAMgAygJIh8KDUVycm9yQ29kZUluZm8SDgoGc3RhdHVzGAEgASgFMtAECgtNZXRhU2VydmljZRJrCgRQaW5nEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoYLmdhdGV3YXkudjEuUGluZ1Jlc3BvbnNlIjDK8xgsCgRwaW5nOiRIZWFsdGggYW5kIGF1dGggY2hlY2sgZm9yIHRoZSB0b2tlbi4SnQEKDkxpc3RPcGVyYXRpb25zEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoiLmdhdGV3YXkudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZSJOyvMYSgoPb3BlcmF0aW9ucy5saXN0KAE6NUNvbXBhY3QgbGlzdCBvZiBvcGVyYXRpb24gbmFtZXMgd2l0aCByZXF1aXJlZCBzY29wZXMuErUBChFEZXNjcmliZU9wZXJhdGlvbhIkLmdhdGV3YXkudjEuRGVzY3JpYmVPcGVyYXRpb25SZXF1ZXN0GiUuZ2F0ZXdheS52MS5EZXNjcmliZU9wZXJhdGlvblJlc3BvbnNlIlPK8xhPChJvcGVyYXRpb24uZGVzY3JpYmUoATo3VGhlIHJlcXVlc3QgYW5kIHJlc3BvbnNlIHNjaGVtYSBlbnRyeSBvZiBvbmUgb3BlcmF0aW9uLhJ8CglHZXRTY2hlbWESFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5HZXRTY2hlbWFSZXNwb25zZSI3yvMYMwoKc2NoZW1hLmdldCgBOiNUaGUgZnVsbCBtYWNoaW5lLXJlYWRhYmxlIGNvbnRyYWN0LmIGcHJvdG8z", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message gateway.v1.DescribeOperationRequest
@@ -36,6 +38,356 @@ export const DescribeOperationRequestSchema: GenMessage<DescribeOperationRequest
   messageDesc(file_gateway_v1_meta, 0);
 
 /**
+ * @generated from message gateway.v1.PingResponse
+ */
+export type PingResponse = Message<"gateway.v1.PingResponse"> & {
+  /**
+   * @generated from field: bool ok = 1;
+   */
+  ok: boolean;
+
+  /**
+   * Schema version of the contract.
+   *
+   * @generated from field: string version = 2;
+   */
+  version: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 3;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * Present when the call carried a bearer token.
+   *
+   * @generated from field: optional gateway.v1.PingCaller caller = 4;
+   */
+  caller?: PingCaller | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.PingResponse.
+ * Use `create(PingResponseSchema)` to create a new message.
+ */
+export const PingResponseSchema: GenMessage<PingResponse> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 1);
+
+/**
+ * @generated from message gateway.v1.PingCaller
+ */
+export type PingCaller = Message<"gateway.v1.PingCaller"> & {
+  /**
+   * @generated from field: gateway.v1.PingUser user = 1;
+   */
+  user?: PingUser | undefined;
+
+  /**
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+};
+
+/**
+ * Describes the message gateway.v1.PingCaller.
+ * Use `create(PingCallerSchema)` to create a new message.
+ */
+export const PingCallerSchema: GenMessage<PingCaller> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 2);
+
+/**
+ * @generated from message gateway.v1.PingUser
+ */
+export type PingUser = Message<"gateway.v1.PingUser"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string username = 2;
+   */
+  username: string;
+};
+
+/**
+ * Describes the message gateway.v1.PingUser.
+ * Use `create(PingUserSchema)` to create a new message.
+ */
+export const PingUserSchema: GenMessage<PingUser> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 3);
+
+/**
+ * @generated from message gateway.v1.ListOperationsResponse
+ */
+export type ListOperationsResponse = Message<"gateway.v1.ListOperationsResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.OperationName operations = 1;
+   */
+  operations: OperationName[];
+
+  /**
+   * @generated from field: int32 count = 2;
+   */
+  count: number;
+
+  /**
+   * @generated from field: string version = 3;
+   */
+  version: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListOperationsResponse.
+ * Use `create(ListOperationsResponseSchema)` to create a new message.
+ */
+export const ListOperationsResponseSchema: GenMessage<ListOperationsResponse> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 4);
+
+/**
+ * @generated from message gateway.v1.OperationName
+ */
+export type OperationName = Message<"gateway.v1.OperationName"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+};
+
+/**
+ * Describes the message gateway.v1.OperationName.
+ * Use `create(OperationNameSchema)` to create a new message.
+ */
+export const OperationNameSchema: GenMessage<OperationName> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 5);
+
+/**
+ * @generated from message gateway.v1.DescribeOperationResponse
+ */
+export type DescribeOperationResponse = Message<"gateway.v1.DescribeOperationResponse"> & {
+  /**
+   * @generated from field: gateway.v1.Operation operation = 1;
+   */
+  operation?: Operation | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.DescribeOperationResponse.
+ * Use `create(DescribeOperationResponseSchema)` to create a new message.
+ */
+export const DescribeOperationResponseSchema: GenMessage<DescribeOperationResponse> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 6);
+
+/**
+ * One operation as operation.describe and schema.get publish it.
+ *
+ * @generated from message gateway.v1.Operation
+ */
+export type Operation = Message<"gateway.v1.Operation"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string summary = 2;
+   */
+  summary: string;
+
+  /**
+   * @generated from field: repeated string scopes = 3;
+   */
+  scopes: string[];
+
+  /**
+   * Present when the service requires extra scopes in some cases.
+   *
+   * @generated from field: optional gateway.v1.ConditionalScopes conditional_scopes = 4;
+   */
+  conditionalScopes?: ConditionalScopes | undefined;
+
+  /**
+   * @generated from field: bool mutating = 5;
+   */
+  mutating: boolean;
+
+  /**
+   * @generated from field: bool anonymous = 6;
+   */
+  anonymous: boolean;
+
+  /**
+   * @generated from field: optional bool admin_only = 7;
+   */
+  adminOnly?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool deprecated = 8;
+   */
+  deprecated?: boolean | undefined;
+
+  /**
+   * @generated from field: optional string deprecated_alias_of = 9;
+   */
+  deprecatedAliasOf?: string | undefined;
+
+  /**
+   * What the JSON endpoint answers instead of a JSON object (media.download: raw bytes).
+   *
+   * @generated from field: optional string response = 10;
+   */
+  response?: string | undefined;
+
+  /**
+   * @generated from field: string mcp_tool = 11;
+   */
+  mcpTool: string;
+
+  /**
+   * @generated from field: google.protobuf.Struct request_schema = 12;
+   */
+  requestSchema?: JsonObject | undefined;
+
+  /**
+   * JSON Schema of the JSON object the operation answers with.
+   *
+   * @generated from field: google.protobuf.Struct response_schema = 13;
+   */
+  responseSchema?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.Operation.
+ * Use `create(OperationSchema)` to create a new message.
+ */
+export const OperationSchema: GenMessage<Operation> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 7);
+
+/**
+ * @generated from message gateway.v1.ConditionalScopes
+ */
+export type ConditionalScopes = Message<"gateway.v1.ConditionalScopes"> & {
+  /**
+   * @generated from field: repeated string conditional_scopes = 1;
+   */
+  conditionalScopes: string[];
+};
+
+/**
+ * Describes the message gateway.v1.ConditionalScopes.
+ * Use `create(ConditionalScopesSchema)` to create a new message.
+ */
+export const ConditionalScopesSchema: GenMessage<ConditionalScopes> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 8);
+
+/**
+ * @generated from message gateway.v1.GetSchemaResponse
+ */
+export type GetSchemaResponse = Message<"gateway.v1.GetSchemaResponse"> & {
+  /**
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string endpoint = 2;
+   */
+  endpoint: string;
+
+  /**
+   * @generated from field: string mcp_endpoint = 3;
+   */
+  mcpEndpoint: string;
+
+  /**
+   * @generated from field: gateway.v1.Authentication authentication = 4;
+   */
+  authentication?: Authentication | undefined;
+
+  /**
+   * Rules every operation follows (success and error shapes, idempotency, ...), by topic.
+   *
+   * @generated from field: map<string, string> conventions = 5;
+   */
+  conventions: { [key: string]: string };
+
+  /**
+   * HTTP status of every error code.
+   *
+   * @generated from field: map<string, gateway.v1.ErrorCodeInfo> errors = 6;
+   */
+  errors: { [key: string]: ErrorCodeInfo };
+
+  /**
+   * Choices where the contract is silent, by operation or topic.
+   *
+   * @generated from field: map<string, string> decisions = 7;
+   */
+  decisions: { [key: string]: string };
+
+  /**
+   * @generated from field: repeated gateway.v1.Operation operations = 8;
+   */
+  operations: Operation[];
+};
+
+/**
+ * Describes the message gateway.v1.GetSchemaResponse.
+ * Use `create(GetSchemaResponseSchema)` to create a new message.
+ */
+export const GetSchemaResponseSchema: GenMessage<GetSchemaResponse> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 9);
+
+/**
+ * @generated from message gateway.v1.Authentication
+ */
+export type Authentication = Message<"gateway.v1.Authentication"> & {
+  /**
+   * @generated from field: string bearer = 1;
+   */
+  bearer: string;
+
+  /**
+   * @generated from field: string api_key_header = 2;
+   */
+  apiKeyHeader: string;
+
+  /**
+   * @generated from field: repeated string scopes = 3;
+   */
+  scopes: string[];
+};
+
+/**
+ * Describes the message gateway.v1.Authentication.
+ * Use `create(AuthenticationSchema)` to create a new message.
+ */
+export const AuthenticationSchema: GenMessage<Authentication> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 10);
+
+/**
+ * @generated from message gateway.v1.ErrorCodeInfo
+ */
+export type ErrorCodeInfo = Message<"gateway.v1.ErrorCodeInfo"> & {
+  /**
+   * @generated from field: int32 status = 1;
+   */
+  status: number;
+};
+
+/**
+ * Describes the message gateway.v1.ErrorCodeInfo.
+ * Use `create(ErrorCodeInfoSchema)` to create a new message.
+ */
+export const ErrorCodeInfoSchema: GenMessage<ErrorCodeInfo> = /*@__PURE__*/
+  messageDesc(file_gateway_v1_meta, 11);
+
+/**
  * MetaService answers the meta operations. The gateway implements it itself, from the
  * descriptors of every other service.
  *
@@ -48,7 +400,7 @@ export const MetaService: GenService<{
   ping: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof PingResponseSchema;
   },
   /**
    * @generated from rpc gateway.v1.MetaService.ListOperations
@@ -56,7 +408,7 @@ export const MetaService: GenService<{
   listOperations: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof ListOperationsResponseSchema;
   },
   /**
    * @generated from rpc gateway.v1.MetaService.DescribeOperation
@@ -64,7 +416,7 @@ export const MetaService: GenService<{
   describeOperation: {
     methodKind: "unary";
     input: typeof DescribeOperationRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof DescribeOperationResponseSchema;
   },
   /**
    * @generated from rpc gateway.v1.MetaService.GetSchema
@@ -72,7 +424,7 @@ export const MetaService: GenService<{
   getSchema: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof GetSchemaResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_gateway_v1_meta, 0);
