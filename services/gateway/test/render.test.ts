@@ -8,7 +8,7 @@ import {
   FieldDescriptorProto_Label as Label, FieldDescriptorProto_Type as Type, FieldOptionsSchema, FileDescriptorProtoSchema,
   file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp, timestampFromMs, type FieldDescriptorProto,
 } from "@bufbuild/protobuf/wkt";
-import { field as fieldOption, file_common_v1_options } from "@cms/contracts/common/v1/options_pb";
+import { field as fieldOption, FieldSchema, file_common_v1_options } from "@cms/contracts/common/v1/options_pb";
 import { Ajv } from "ajv";
 import { renderJson, renderObject } from "../src/render.js";
 import { responseSchema } from "../src/json-schema.js";
@@ -21,7 +21,7 @@ const optionalOneofs: string[] = [];
 function f(name: string, number: number, type: Type, extra: Partial<FieldDescriptorProto> & { opts?: Opts; optional?: boolean; repeated?: boolean } = {}) {
   const { opts, optional, repeated, ...rest } = extra;
   const options = create(FieldOptionsSchema);
-  if (opts) setExtension(options, fieldOption, opts);
+  if (opts) setExtension(options, fieldOption, create(FieldSchema, opts));
   const field: Record<string, unknown> = {
     name, number, type, jsonName: name, label: repeated ? Label.REPEATED : Label.OPTIONAL, options, ...rest,
   };
