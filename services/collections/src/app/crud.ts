@@ -1,7 +1,8 @@
 /** Creating, reading, updating and exporting collections. */
-import { AppError, bodyOf, isUniqueViolation, requireScope, type Caller } from "@cms/platform";
+import { AppError, isUniqueViolation, requireScope, type Caller } from "@cms/platform";
 import { COLLECTION_COLUMNS, collectionJson, parseFields, selectFields, shareUrl, SELECTABLE_FIELDS, type CollectionRow } from "../domain/collection-json.js";
 import { decideUpdateVisibility, normalizePlaybackPrefs, normalizeSlug, normalizeTags, toCsv, type AccessLevel } from "../domain/rules.js";
+import { EXPORT_COLUMNS, exportCells } from "../domain/export.js";
 import { duplicateName, emitUpdated, orphanObjects, findCollection, membership, notFound, ownedCollection, permissionsOf, readableCollection, type Deps } from "./deps.js";
 import { prepareCover, storeCover, type PreparedCover } from "./covers.js";
 
@@ -282,14 +283,12 @@ export async function statsOf(deps: Deps, caller: Caller, id: number) {
   return { collection_id: id, stats: { likes: Number(row.likes), views: Number(row.views) } };
 }
 
-const EXPORT_COLUMNS = ["id", "name", "description", "viewer", "main_url", "thumbnail_url", "tags", "position", "is_archived", "size_bytes", "created_at"];
-
+/** collections.export: the collection and its media, or the media as CSV. */
 export async function exportCollection(deps: Deps, caller: Caller, id: number, format: "json" | "csv", includeArchived: boolean) {
   const { row } = await readableCollection(deps.db, id, caller);
-  const res = await deps.media.exportCollectionMedia({ collectionId: BigInt(id), includeArchived });
-  const media = (bodyOf(res).media as Array<Record<string, unknown>>) ?? [];
-  if (format === "csv") return { format: "csv", content: toCsv(EXPORT_COLUMNS, media), columns: EXPORT_COLUMNS };
-  return { format: "json", collection: collectionJson(row, deps.appUrl), media };
+  const { media } = await deps.media.exportCollectionMedia({ collectionId: BigInt(id), includeArchived });
+  if (format === "csv") return { format, content: toCsv(EXPORT_COLUMNS, media.map(exportCells)), columns: EXPORT_COLUMNS };
+  return { format, row, media };
 }
 
 /** CheckAccess: may this user do this on this collection? Nothing is cached. */

@@ -11,6 +11,7 @@ import { moveCollection, reorderCollections } from "../app/nesting.js";
 import { browseCollections, likedCollections, searchCollections, setLike, type Scope } from "../app/discovery.js";
 import { coverUploadUrl } from "../app/covers.js";
 import { ownedCollection } from "../app/deps.js";
+import { collectionMessage } from "./encode.js";
 import {
   inviteCollaborator, listCollaborators, listReceivedInvites, listSentInvites, respondToInvite, revokeCollaborator, updateCollaboratorPermissions,
 } from "../app/collaborators.js";
@@ -117,7 +118,10 @@ export function collectionsRoutes(deps: Deps) {
         return result(await restoreCollection(deps, requireCaller(ctx), Number(req.collectionId), { dryRun: req.dryRun ?? false }));
       },
       async exportCollection(req, ctx) {
-        return result(await exportCollection(deps, requireCaller(ctx), Number(req.collectionId), (req.format ?? "json") as "json" | "csv", req.includeArchived ?? false));
+        const out = await exportCollection(deps, requireCaller(ctx), Number(req.collectionId), (req.format ?? "json") as "json" | "csv", req.includeArchived ?? false);
+        return out.format === "csv"
+          ? { format: out.format, body: { case: "csv", value: { content: out.content, columns: out.columns } } }
+          : { format: out.format, body: { case: "json", value: { collection: collectionMessage(out.row, deps.appUrl), media: out.media } } };
       },
       async moveCollection(req, ctx) {
         const dest = jsonOf(req.parentCollectionId);

@@ -4,8 +4,9 @@
  */
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { MediaService } from "@cms/contracts/media/v1/media_pb";
-import { EVENTS, result, type ServiceContext } from "@cms/platform";
-import { mediaJson, type MediaRow } from "../domain/media-json.js";
+import { EVENTS, type ServiceContext } from "@cms/platform";
+import type { MediaRow } from "../domain/media-json.js";
+import { mediaMessage } from "./encode.js";
 import { insertLinkRow, lockCollection, nextPosition, renumber, storeKeysOf } from "../store/media-store.js";
 
 type Internal = Pick<ServiceImpl<typeof MediaService>,
@@ -118,7 +119,7 @@ export function internalHandlers(ctx: ServiceContext): Internal {
       const q = db("media").where({ collection_id: Number(req.collectionId), is_deleted: false }).orderBy([{ column: "position" }, { column: "id" }]);
       if (!req.includeArchived) q.where({ is_archived: false });
       const rows: MediaRow[] = await q.select("*");
-      return result({ media: rows.map(mediaJson) });
+      return { media: rows.map(mediaMessage) };
     },
   };
 }
