@@ -7,7 +7,8 @@
  * pipeline >= 80% of bare sharp.
  */
 import sharp from "sharp";
-import { CALLER_HEADER, encodeCaller, mediaThumbnails } from "@cms/platform";
+import { createContextValues } from "@connectrpc/connect";
+import { actAsKey, mediaThumbnails } from "@cms/platform";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
 import { startBenchSystem, startBareQueryServer, drive, formatTable, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 
@@ -82,7 +83,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // the replaced objects), on sources stored before the window.
     const servicePipeline = async () => {
       const media = system.clients.get(MediaService);
-      const callerHeader = encodeCaller({ userId, username: bench.username, plan: "paid", isAdmin: false, scopes: ["media:write"], tokenId: "bench" })!;
+      const asUser = createContextValues().set(actAsKey, { userId, username: bench.username, plan: "paid", isAdmin: false, scopes: ["media:write"], tokenId: "bench" });
       const sources = Array.from({ length: THUMB_WORKERS * 60 }, (_, i) => `${key}.svc.${i}.jpg`);
       for (const src of sources) await system.store.put(src, jpeg, { contentType: "image/jpeg" });
       const end = Date.now() + thumbSeconds * 1000;
@@ -91,7 +92,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
       const worker = async () => {
         while (Date.now() < end && sources.length) {
           const src = sources.pop()!;
-          await media.finalizeThumbnail({ mediaId: BigInt(noteId), thumbnailUrl: src }, { headers: { [CALLER_HEADER]: callerHeader } });
+          await media.finalizeThumbnail({ mediaId: BigInt(noteId), thumbnailUrl: src }, { contextValues: asUser });
           n++;
         }
       };

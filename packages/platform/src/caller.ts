@@ -1,14 +1,14 @@
 /**
- * Who is calling. The gateway authenticates the bearer token and passes the resolved caller
- * to services in one request header; services read it through callerOf(). Internal service
- * ports are reachable only inside the cluster (deploy/k8s network policy), so the header is
- * trusted there.
+ * Who is calling a service, as the service's authentication interceptor (authn.ts) established
+ * it: a user (from a signed assertion of a process of this system, or from the user's access
+ * token presented directly), a service of this system acting as itself, or an external service
+ * with a credential of its own. Handlers read it through callerOf()/requireCaller(); nothing in
+ * a request header is trusted without verification.
  */
-import type { HandlerContext } from "@connectrpc/connect";
+import { createContextKey, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import { AppError } from "./errors.js";
 
-export const CALLER_HEADER = "x-cms-caller";
-
+/** A user acting through a token. */
 export interface Caller {
   userId: string;
   username: string;
@@ -18,15 +18,34 @@ export interface Caller {
   tokenId: string;
 }
 
-export function encodeCaller(caller: Caller | undefined): string | undefined {
-  return caller ? Buffer.from(JSON.stringify(caller)).toString("base64url") : undefined;
+export interface Principal {
+  /** The user the call acts for; undefined for a service acting as itself (and anonymous op calls). */
+  user?: Caller;
+  /** The service acting, or vouching for the user: a module of this system, or an external service's name. */
+  service?: string;
+  /** Established by an assertion signed with this system's key, i.e. by a process of this system. */
+  internal: boolean;
+  /** The service that passed the user's assertion on (a service-to-service call on the user's behalf). */
+  forwardedBy?: string;
 }
 
-/** The caller, or undefined for an anonymous call. */
+/** The verified principal of the call being handled (set by the authentication interceptor). */
+export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "verified caller" });
+
+/**
+ * A call option for clients (`contextValues`): sign the outgoing call for this user. The gateway
+ * sets it when it dispatches an operation; inside a handler, calls carry the handled call's
+ * user onward without it.
+ */
+export const actAsKey = createContextKey<Caller | undefined>(undefined, { description: "act as user" });
+
+export function principalOf(ctx: { values: ContextValues }): Principal | undefined {
+  return ctx.values.get(principalKey);
+}
+
+/** The calling user, or undefined for an anonymous call (or a service acting as itself). */
 export function callerOf(ctx: HandlerContext): Caller | undefined {
-  const raw = ctx.requestHeader.get(CALLER_HEADER);
-  if (!raw) return undefined;
-  return JSON.parse(Buffer.from(raw, "base64url").toString("utf8")) as Caller;
+  return principalOf(ctx)?.user;
 }
 
 /** The caller of an operation that needs a signed-in user. */
@@ -44,5 +63,32 @@ export function hasScope(caller: Caller | undefined, scope: string): boolean {
 export function requireScope(caller: Caller, scope: string, why: string): void {
   if (!caller.scopes.includes(scope)) {
     throw new AppError("insufficient_scope", `The token lacks the ${scope} scope, needed ${why}.`, { need: scope });
+  }
+}
+
+/** What an operation requires of its caller (from its (common.v1.op) option). */
+export interface OperationAccess {
+  name: string;
+  scopes: readonly string[];
+  anonymous: boolean;
+  adminOnly: boolean;
+}
+
+/**
+ * The operation's own access rules, the same at the gateway and at a service called directly:
+ * a user unless the operation is anonymous, administrators for admin-only operations, and every
+ * scope the operation names.
+ */
+export function authorizeOperation(op: OperationAccess, caller: Caller | undefined): void {
+  if (!caller) {
+    if (op.anonymous) return;
+    throw new AppError("unauthorized", "Missing access token: send \"Authorization: Bearer <access token>\".");
+  }
+  if (op.adminOnly && !caller.isAdmin) throw new AppError("forbidden", `${op.name} is for administrators only.`);
+  const missing = op.scopes.filter((s) => !caller.scopes.includes(s));
+  if (missing.length) {
+    throw new AppError("insufficient_scope", `The token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(", ")} required by ${op.name}.`, {
+      need: missing.length === 1 ? missing[0] : missing,
+    });
   }
 }

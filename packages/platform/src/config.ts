@@ -62,7 +62,16 @@ export interface Config {
   serviceUrls: Record<ServiceName, string>;
   /** Secret that signs upload/download grants embedded in URLs. */
   grantSecret: string | undefined;
+  /** Ed25519 private key (PEM or a file path) signing caller assertions between processes. */
+  callerSigningKey: string | undefined;
+  /** Previous public keys (PEM or file paths) still accepted while a key rotation rolls out. */
+  callerVerifyKeys: string[];
   telemetry: { disabled: boolean; serviceName?: string; exporterConfigured: boolean };
+}
+
+/** "collections.v1.CollectionsService" -> "collections"; gateway.v1 services are the gateway's own. */
+export function ownerOf(service: { typeName: string }): ServiceName | "gateway" {
+  return service.typeName.split(".")[0] as ServiceName | "gateway";
 }
 
 export class ConfigError extends Error {
@@ -163,6 +172,9 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     servicePort,
     serviceUrls,
     grantSecret: env.GRANT_SECRET || undefined,
+    callerSigningKey: env.CALLER_SIGNING_KEY || undefined,
+    // PEM text holds no commas, so the list separates whole keys or paths.
+    callerVerifyKeys: list(env, "CALLER_VERIFY_KEYS"),
     telemetry: {
       disabled: bool(env, "OTEL_SDK_DISABLED", false),
       serviceName: env.OTEL_SERVICE_NAME || undefined,

@@ -18,6 +18,11 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgre
 import { startTelemetry } from "./telemetry.js";
 import { resolveGrantSecret } from "./grants.js";
 import { clientInterceptors, ownerOf, serverInterceptors, useNativeUtf8Check } from "./rpc.js";
+import { createAssertionSigner, createAssertionVerifier, loadCallerKeys } from "./assertions.js";
+import { assertCalls, authenticateCalls } from "./authn.js";
+import { createTokenResolver } from "./tokens.js";
+import { EVENTS } from "./events.js";
+import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import type { Clients, ServiceBus, ServiceContext, ServiceInstance, ServiceModule } from "./module.js";
 
 /** The gateway is a module too, but it serves HTTP to the outside instead of Connect routes. */
@@ -99,6 +104,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     if (split && !config.databaseUrl) throw new ConfigError(`--target=${config.target} runs one service per process and needs DATABASE_URL (the embedded database is for --target=all).`);
     if (split && !config.natsUrl) throw new ConfigError(`--target=${config.target} runs one service per process and needs NATS_URL so that events cross processes.`);
     if (split && !config.grantSecret && !opts.headless) throw new ConfigError(`--target=${config.target} needs GRANT_SECRET, shared by every process, so that signed upload and download links verify on any replica.`);
+    if (split && !config.callerSigningKey) throw new ConfigError(`--target=${config.target} needs CALLER_SIGNING_KEY (an Ed25519 private key, PEM or a file path), the same on every process, so that services can verify who calls them (\`npm run -s admin -- keys generate\` prints one).`);
 
     let databaseUrl = config.databaseUrl;
     let embedded: EmbeddedPostgres | undefined;
@@ -122,13 +128,25 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     const selected = opts.modules.filter((m) => config.target === "all" || config.target === m.name);
     const runGateway = !opts.headless && (config.target === "all" || config.target === "gateway");
 
+    // Callers are verified, not trusted: every call carries an assertion signed with this
+    // system's key, and services check it (or an internal caller's bearer token).
+    const callerKeys = await loadCallerKeys(config.callerSigningKey, config.callerVerifyKeys, config.dataDir);
+    const outgoing = clientInterceptors(assertCalls({ signer: createAssertionSigner(callerKeys), identity: opts.headless ? "admin" : config.target }));
+    // Set below, once clients exist: tokens of direct callers are resolved by the auth service.
+    let directTokens: ReturnType<typeof createTokenResolver> | undefined;
+    const authenticate = authenticateCalls({
+      verifier: createAssertionVerifier(callerKeys),
+      tokens: { resolve: (t) => directTokens!.resolve(t), forget: (h) => directTokens?.forget(h) },
+    });
+    const incoming = serverInterceptors(log, authenticate);
+
     // Routes of the modules in this process, and how clients reach every service.
     const routeFns: Array<(r: ConnectRouter) => void> = [];
     const allRoutes = (r: ConnectRouter) => { for (const fn of routeFns) fn(r); };
     // The in-memory transport knows the routes registered when it is built, so it is built on
     // the first call, after every module's init() (a module may create clients during init).
     let local: Transport | undefined;
-    const buildLocal = () => (local ??= createRouterTransport(allRoutes, { router: { interceptors: serverInterceptors(log) }, transport: { interceptors: clientInterceptors } }));
+    const buildLocal = () => (local ??= createRouterTransport(allRoutes, { router: { interceptors: incoming }, transport: { interceptors: outgoing } }));
     const lazyLocal: Transport = {
       unary: (...args) => buildLocal().unary(...args),
       stream: (...args) => buildLocal().stream(...args),
@@ -138,12 +156,14 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       if (config.target === "all") return lazyLocal;
       let t = remote.get(owner);
       if (!t) {
-        t = createConnectTransport({ baseUrl: config.serviceUrls[owner], httpVersion: "2", interceptors: clientInterceptors, useBinaryFormat: true });
+        t = createConnectTransport({ baseUrl: config.serviceUrls[owner], httpVersion: "2", interceptors: outgoing, useBinaryFormat: true });
         remote.set(owner, t);
       }
       return t;
     };
     const clients = makeClients(transportFor);
+    directTokens = createTokenResolver((token) => clients.get(AuthService).introspectToken({ token }), config.tokenCacheMs);
+    await transport.onBroadcast(EVENTS.tokenRevoked, (p) => directTokens!.forget(String(p.token_hash)));
 
     const dbs = new Map<string, Knex>();
     const relays: OutboxRelay[] = [];
@@ -181,7 +201,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
 
     let serviceUrl: string | undefined;
     if (split && config.target !== "gateway" && !opts.headless) {
-      const handler = connectNodeAdapter({ routes: allRoutes, interceptors: serverInterceptors(log) });
+      const handler = connectNodeAdapter({ routes: allRoutes, interceptors: incoming });
       const server = http2.createServer((req, res) => {
         if (req.url === "/healthz") { res.writeHead(200, { "content-type": "text/plain" }); res.end("ok"); return; }
         handler(req, res);

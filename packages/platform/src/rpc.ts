@@ -52,13 +52,14 @@ export function mapErrors(log: Logger): Interceptor {
   };
 }
 
-export function serverInterceptors(log: Logger): Interceptor[] {
-  return [serverTracing, mapErrors(log), validateRequests];
+/** Server side of every service port and of the in-process router: trace, map errors, authenticate, validate. */
+export function serverInterceptors(log: Logger, authenticate: Interceptor): Interceptor[] {
+  return [serverTracing, mapErrors(log), authenticate, validateRequests];
 }
 
-export const clientInterceptors: Interceptor[] = [clientTracing];
-
-/** "collections.v1.CollectionsService" -> "collections"; gateway.v1 services are the gateway's own. */
-export function ownerOf(service: DescService): ServiceName | "gateway" {
-  return service.typeName.split(".")[0] as ServiceName | "gateway";
+/** Client side of every call to a service: trace, then sign the caller assertion. */
+export function clientInterceptors(assert: Interceptor): Interceptor[] {
+  return [clientTracing, assert];
 }
+
+export { ownerOf } from "./config.js";

@@ -5,7 +5,7 @@
  * JSON object on stdout; logs go to stderr.
  */
 import { parseArgs } from "node:util";
-import { createDb, createLogger, loadConfig, migrate, serviceMigrations, AppError, type Knex } from "@cms/platform";
+import { createDb, createLogger, generateCallerKeyPem, loadConfig, migrate, serviceMigrations, AppError, type Knex } from "@cms/platform";
 import { startEmbeddedPostgres } from "@cms/platform/embedded-postgres";
 import { createAuth, createAuthStore, authMigrations } from "@cms/auth";
 import { launch } from "@cms/platform/launcher";
@@ -15,6 +15,8 @@ const USAGE = `usage: npm run -s admin -- <command>
   user create <username> [--plan free|paid|founding] [--admin]
   token mint <username> [--scopes "collections:read media:write ..."]
   apikey create [--label <text>]
+  service create <name>
+  keys generate
   jobs run retention [--now <ISO 8601>]`;
 
 function fail(message: string, code = 2): never {
@@ -38,6 +40,13 @@ async function main(): Promise<void> {
   });
   if (values.help || positionals.length < 2) fail(USAGE);
   const [noun, verb, ...rest] = positionals;
+  if (`${noun} ${verb}` === "keys generate") {
+    // Needs no database: a fresh key pair for CALLER_SIGNING_KEY (private) and, during a
+    // rotation, CALLER_VERIFY_KEYS (the previous public key).
+    const pair = generateCallerKeyPem();
+    process.stdout.write(JSON.stringify({ private_key: pair.privateKey, public_key: pair.publicKey }) + "\n");
+    return;
+  }
   const config = loadConfig({ ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" }, []);
   const log = createLogger(config.logLevel, { cli: true }, true);
   // Logs must not mix with the JSON on stdout.
@@ -106,6 +115,11 @@ async function run(noun: string, verb: string, rest: string[], values: Record<st
     case "apikey create": {
       const auth = await authDb();
       return { apikey: await auth.createApiKey(String(values.label)) };
+    }
+    case "service create": {
+      const name = rest[0] ?? fail(USAGE);
+      const auth = await authDb();
+      return auth.createServiceCredential(name);
     }
     case "jobs run": {
       const name = rest[0] ?? fail(USAGE);

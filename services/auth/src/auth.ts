@@ -4,7 +4,7 @@
  */
 import { AppError, isUniqueViolation } from "@cms/platform";
 import type { AuthStore, UserRow } from "./store/auth-store.js";
-import { DEFAULT_TOKEN_TTL_SECONDS, hashSecret, isTokenActive, newAccessToken, newApiKey, PLANS, type Plan, parseScopes } from "./domain/tokens.js";
+import { DEFAULT_TOKEN_TTL_SECONDS, SERVICE_CREDENTIAL_PREFIX, hashSecret, isTokenActive, newAccessToken, newApiKey, newServiceCredential, PLANS, type Plan, parseScopes } from "./domain/tokens.js";
 
 export const USERNAME_PATTERN = /^[a-z0-9_-]{1,63}$/;
 
@@ -40,6 +40,20 @@ export function createAuth(store: AuthStore) {
       const row = await store.tokenWithUser(hashSecret(token));
       if (!row || !isTokenActive(row)) return undefined;
       return row;
+    },
+
+    /** The name of the service a live service credential identifies. */
+    async serviceOf(credential: string): Promise<string | undefined> {
+      if (!credential.startsWith(SERVICE_CREDENTIAL_PREFIX)) return undefined;
+      const row = await store.serviceCredential(hashSecret(credential));
+      return row && row.revoked_at === null ? row.name : undefined;
+    },
+
+    async createServiceCredential(name: string): Promise<{ name: string; credential: string }> {
+      if (!/^[a-z0-9_-]{1,63}$/.test(name)) throw new AppError("invalid_request", "A service name is 1 to 63 characters of a-z, 0-9, _ and -.", { field: "name" });
+      const credential = newServiceCredential();
+      await store.insertServiceCredential(name, hashSecret(credential));
+      return { name, credential };
     },
 
     async createApiKey(label: string, key?: string): Promise<string> {

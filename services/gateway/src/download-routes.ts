@@ -7,9 +7,10 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { pipeline } from "node:stream/promises";
+import { createContextValues } from "@connectrpc/connect";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
 import {
-  AppError, CALLER_HEADER, bodyOf, encodeCaller, fromConnectError, verifyGrant, type Clients, type Grant, type Logger, type ObjectStore,
+  AppError, actAsKey, bodyOf, fromConnectError, verifyGrant, type Clients, type Grant, type Logger, type ObjectStore,
 } from "@cms/platform";
 import { bearerOf, type ApiKeyChecker, type TokenResolver } from "./access.js";
 import type { RateLimiter } from "./rate-limit.js";
@@ -143,7 +144,7 @@ export function createMediaProxyHandler(deps: MediaProxyDeps) {
       try {
         body = bodyOf(await deps.clients.get(MediaService).resolveMediaObject(
           { mediaId: BigInt(m[1]!), part: m[2]! },
-          { headers: { [CALLER_HEADER]: encodeCaller(caller)! } },
+          { contextValues: createContextValues().set(actAsKey, caller) },
         ));
       } catch (err) {
         throw fromConnectError(err);

@@ -6,7 +6,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { fromJson, type JsonValue, type Message } from "@bufbuild/protobuf";
 import type { StoredObject } from "@cms/contracts/common/v1/common_pb";
-import { AppError, CALLER_HEADER, encodeCaller, fromConnectError, type Caller, type Clients, type Logger } from "@cms/platform";
+import { createContextValues } from "@connectrpc/connect";
+import { AppError, actAsKey, authorizeOperation, fromConnectError, type Caller, type Clients, type Logger } from "@cms/platform";
 import { bearerOf, sha256Hex, type ApiKeyChecker, type TokenResolver } from "./access.js";
 import type { RateLimiter } from "./rate-limit.js";
 import { canonicalJson, type IdempotencyStore } from "./idempotency.js";
@@ -84,20 +85,6 @@ function parseObject(raw: Buffer): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
-function checkAccess(op: OpEntry, caller: Caller | undefined): void {
-  if (!caller) {
-    if (op.anonymous) return;
-    throw new AppError("unauthorized", "Missing access token: send \"Authorization: Bearer <access token>\".");
-  }
-  if (op.adminOnly && !caller.isAdmin) throw new AppError("forbidden", `${op.name} is for administrators only.`);
-  const missing = op.scopes.filter((s) => !caller.scopes.includes(s));
-  if (missing.length) {
-    throw new AppError("insufficient_scope", `The token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(", ")} required by ${op.name}.`, {
-      need: missing.length === 1 ? missing[0] : missing,
-    });
-  }
-}
-
 export function createOpEndpoint(deps: OpEndpointDeps) {
   const { registry, clients, tokens, apiKeys, rateLimiter, idempotency, meta, log } = deps;
   const timeoutMs = deps.callTimeoutMs ?? 60_000;
@@ -121,12 +108,12 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
       throw new AppError("invalid_request", `The request does not match ${op.name}: ${(err as Error).message}`);
     }
     const client = clients.get(op.service) as unknown as Record<string, (m: unknown, o: unknown) => Promise<Message>>;
-    const headers: Record<string, string> = {};
-    const encoded = encodeCaller(caller);
-    if (encoded) headers[CALLER_HEADER] = encoded;
+    // The service gets the caller as a signed assertion (platform authn.ts), never as a plain header.
+    const contextValues = createContextValues();
+    if (caller) contextValues.set(actAsKey, caller);
     let res: Message;
     try {
-      res = await client[op.method.localName]!(message, { headers, timeoutMs });
+      res = await client[op.method.localName]!(message, { contextValues, timeoutMs });
     } catch (err) {
       throw fromConnectError(err);
     }
@@ -167,7 +154,7 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
       caller = await tokens.resolve(token);
       if (!caller) throw new AppError("unauthorized", "The access token is invalid, expired or revoked.");
     }
-    checkAccess(op, caller);
+    authorizeOperation(op, caller);
 
     const rateKey = caller ? `u:${caller.userId}` : `ip:${req.socket.remoteAddress ?? "?"}`;
     const rate = await rateLimiter.hit(rateKey);

@@ -23,6 +23,13 @@ export function newAccessToken(): string {
   return `cms_at_${randomBytes(32).toString("base64url")}`;
 }
 
+/** A service credential: what an internal service outside this system presents as its bearer token. */
+export const SERVICE_CREDENTIAL_PREFIX = "cms_svc_";
+
+export function newServiceCredential(): string {
+  return `${SERVICE_CREDENTIAL_PREFIX}${randomBytes(32).toString("base64url")}`;
+}
+
 export function newApiKey(): string {
   return `cms_key_${randomBytes(24).toString("base64url")}`;
 }

@@ -15,6 +15,8 @@ export function authRoutes(auth: Auth, store: AuthStore, bus: ServiceBus) {
   return (router: ConnectRouter) =>
     router.service(AuthService, {
       async introspectToken(req) {
+        const service = await auth.serviceOf(req.token);
+        if (service) return { active: true, serviceName: service };
         const row = await auth.introspect(req.token);
         if (!row) return { active: false };
         return { active: true, user: userMsg(row.user), scopes: row.scopes, expiresAt: row.expires_at.toISOString(), tokenId: row.id };
@@ -41,6 +43,9 @@ export function authRoutes(auth: Auth, store: AuthStore, bus: ServiceBus) {
       },
       async checkApiKey(req) {
         return { valid: await auth.checkApiKey(req.apikey) };
+      },
+      async createServiceCredential(req) {
+        return auth.createServiceCredential(req.name);
       },
       async revokeMcpSession(_req, ctx) {
         const caller = requireCaller(ctx);

@@ -33,7 +33,25 @@ export const migrations: MigrationList = [
       });
     },
   }],
+  ["20261124000000_service_credentials", {
+    async up(knex) {
+      // Credentials of internal services outside this system that call service RPCs directly.
+      await knex.schema.createTable("service_credentials", (t) => {
+        t.uuid("id").primary().defaultTo(knex.raw("gen_random_uuid()"));
+        t.text("name").notNullable();
+        t.text("credential_hash").notNullable().unique();
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.timestamp("revoked_at", { useTz: true });
+      });
+    },
+  }],
 ];
+
+export interface ServiceCredentialRow {
+  id: string;
+  name: string;
+  revoked_at: Date | null;
+}
 
 export interface UserRow {
   id: string;
@@ -65,6 +83,8 @@ export interface AuthStore {
   revokeMcpTokens(userId: string, currentTokenId: string): Promise<string[]>;
   insertApiKey(keyHash: string, label: string): Promise<void>;
   apiKeyExists(keyHash: string): Promise<boolean>;
+  insertServiceCredential(name: string, credentialHash: string): Promise<void>;
+  serviceCredential(credentialHash: string): Promise<ServiceCredentialRow | undefined>;
 }
 
 export function createAuthStore(db: Knex): AuthStore {
@@ -120,6 +140,12 @@ export function createAuthStore(db: Knex): AuthStore {
     },
     async apiKeyExists(keyHash) {
       return Boolean(await db("api_keys").select("id").where({ key_hash: keyHash }).first());
+    },
+    async insertServiceCredential(name, credentialHash) {
+      await db("service_credentials").insert({ name, credential_hash: credentialHash });
+    },
+    async serviceCredential(credentialHash) {
+      return db("service_credentials").select("id", "name", "revoked_at").where({ credential_hash: credentialHash }).first();
     },
   };
 }

@@ -1,0 +1,85 @@
+/**
+ * Authentication between processes, on both sides of every Connect call.
+ *
+ * Server side (authenticateCalls): a call is accepted with a caller assertion signed by a process
+ * of this system and addressed to this service, or with a bearer token of an internal caller
+ * outside the system (a user's access token, or a service credential). Public operations are
+ * then checked against their own access rules (scopes, admin-only, anonymous); internal RPCs are
+ * for processes of this system only. The verified principal is available to handlers
+ * (callerOf) and to the calls they make (carried onward as the same user).
+ *
+ * Client side (assertCalls): every outgoing call carries an assertion: for the user named by
+ * the call option actAsKey (the gateway dispatching an operation), else for the user of the call
+ * being handled (a service-to-service call on the user's behalf), else for the calling service
+ * itself.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { getOption, hasOption, type DescMethod } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
+import { op as opOption } from "@cms/contracts/common/v1/options_pb";
+import { ASSERTION_HEADER, type AssertionSigner, type AssertionSubject, type AssertionVerifier } from "./assertions.js";
+import { actAsKey, authorizeOperation, principalKey, type Principal } from "./caller.js";
+import { ownerOf } from "./config.js";
+import { AppError } from "./errors.js";
+import type { TokenResolver } from "./tokens.js";
+
+/** The call being handled in this async context: its principal and the service handling it. */
+const handling = new AsyncLocalStorage<{ principal: Principal; service: string }>();
+
+/** Services that answer anyone who can reach the port: health checks (probes) and reflection (grpcurl). */
+const OPEN_SERVICES = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
+
+function bearer(header: string | null): string | undefined {
+  const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  return m?.[1];
+}
+
+/** The method's own rule for this principal. */
+export function authorizeCall(method: DescMethod, principal: Principal): void {
+  const op = hasOption(method, opOption) ? getOption(method, opOption) : undefined;
+  if (!op) {
+    if (!principal.internal) {
+      throw new AppError("forbidden", `${method.parent.typeName}/${method.name} is internal to this system; call its public operations instead.`);
+    }
+    return;
+  }
+  // A user passed on by a service was checked where the operation was called.
+  if (principal.forwardedBy) return;
+  authorizeOperation({ name: op.name, scopes: op.scopes, anonymous: op.anonymous, adminOnly: op.adminOnly }, principal.user);
+}
+
+export function authenticateCalls(opts: { verifier: AssertionVerifier; tokens?: TokenResolver }): Interceptor {
+  return (next) => async (req) => {
+    if (OPEN_SERVICES.has(req.service.typeName)) return next(req);
+    const audience = ownerOf(req.service);
+    let principal: Principal | undefined;
+    const assertion = req.header.get(ASSERTION_HEADER);
+    if (assertion) {
+      principal = await opts.verifier.verify(assertion, audience);
+    } else {
+      const token = bearer(req.header.get("authorization"));
+      if (!token || !opts.tokens) {
+        throw new AppError("unauthorized", `${req.service.typeName} needs a caller: a signed assertion from a process of this system, or "Authorization: Bearer <user access token or service credential>".`);
+      }
+      principal = await opts.tokens.resolve(token);
+      if (!principal) throw new AppError("unauthorized", "The bearer token is invalid, expired or revoked.");
+    }
+    authorizeCall(req.method, principal);
+    req.contextValues.set(principalKey, principal);
+    return handling.run({ principal, service: audience }, () => next(req));
+  };
+}
+
+export function assertCalls(opts: { signer: AssertionSigner; identity: string }): Interceptor {
+  return (next) => async (req) => {
+    const current = handling.getStore();
+    const service = current?.service ?? opts.identity;
+    const explicit = req.contextValues.get(actAsKey);
+    let subject: AssertionSubject;
+    if (explicit) subject = { user: explicit, service };
+    else if (current?.principal.user) subject = { user: current.principal.user, service, forwarded: true };
+    else subject = { service };
+    req.header.set(ASSERTION_HEADER, await opts.signer.sign(subject, ownerOf(req.service)));
+    return next(req);
+  };
+}
