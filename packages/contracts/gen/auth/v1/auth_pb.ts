@@ -5,7 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "../../buf/validate/validate_pb.js";
-import type { EmptyRequestSchema, OpResultSchema } from "../../common/v1/common_pb.js";
+import type { EmptyRequestSchema } from "../../common/v1/common_pb.js";
 import { file_common_v1_common } from "../../common/v1/common_pb.js";
 import { file_common_v1_options } from "../../common/v1/options_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +14,28 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file auth/v1/auth.proto.
  */
 export const file_auth_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiRQoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIXCgVsYWJlbBgBIAEoCUIIukgFcgMYyAESFQoDa2V5GAIgASgJQgi6SAVyAxjIASImChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZhcGlrZXkYASABKAkiLgoSQ2hlY2tBcGlLZXlSZXF1ZXN0EhgKBmFwaWtleRgBIAEoCUIIukgFcgMYyAEiJAoTQ2hlY2tBcGlLZXlSZXNwb25zZRINCgV2YWxpZBgBIAEoCCJdCgRVc2VyEg8KB3VzZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSDAoEcGxhbhgDIAEoCRIQCghpc19hZG1pbhgEIAEoCBISCgpjcmVhdGVkX2F0GAUgASgJIjMKFkludHJvc3BlY3RUb2tlblJlcXVlc3QSGQoFdG9rZW4YASABKAlCCrpIB3IFEAEYgAQifAoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEhsKBHVzZXIYAiABKAsyDS5hdXRoLnYxLlVzZXISDgoGc2NvcGVzGAMgAygJEhIKCmV4cGlyZXNfYXQYBCABKAkSEAoIdG9rZW5faWQYBSABKAkifAoRQ3JlYXRlVXNlclJlcXVlc3QSKgoIdXNlcm5hbWUYASABKAlCGLpIFXITEAEYPzINXlthLXowLTlfLV0rJBIpCgRwbGFuGAIgASgJQhu6SBhyFlIEZnJlZVIEcGFpZFIIZm91bmRpbmcSEAoIaXNfYWRtaW4YAyABKAgi+wEKEE1pbnRUb2tlblJlcXVlc3QSGwoIdXNlcm5hbWUYASABKAlCCbpIBnIEEAEYPxKJAQoGc2NvcGVzGAIgAygJQnm6SHaSAXMicXJvUhBjb2xsZWN0aW9uczpyZWFkUhFjb2xsZWN0aW9uczp3cml0ZVISY29sbGVjdGlvbnM6ZGVsZXRlUgptZWRpYTpyZWFkUgttZWRpYTp3cml0ZVIMbWVkaWE6ZGVsZXRlUg1wcm9maWxlOndyaXRlEiEKC3R0bF9zZWNvbmRzGAMgASgFQgy6SAkaBxiA54QPKAASGwoJY2xpZW50X2lkGAQgASgJQgi6SAVyAxjIASJfChFNaW50VG9rZW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSDgoGc2NvcGVzGAIgAygJEhIKCmV4cGlyZXNfYXQYAyABKAkSEAoIdG9rZW5faWQYBCABKAkiLwoSUmV2b2tlVG9rZW5SZXF1ZXN0EhkKBXRva2VuGAEgASgJQgq6SAdyBRABGIAEIiYKE1Jldm9rZVRva2VuUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoCCJTCg9HZXRVc2Vyc1JlcXVlc3QSIgoIdXNlcl9pZHMYASADKAlCELpIDZIBChD0AyIFcgOwAQESHAoJdXNlcm5hbWVzGAIgAygJQgm6SAaSAQMQ9AMiMAoQR2V0VXNlcnNSZXNwb25zZRIcCgV1c2VycxgBIAMoCzINLmF1dGgudjEuVXNlcjLhBQoLQXV0aFNlcnZpY2US3AEKEFJldm9rZU1jcFNlc3Npb24SFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IpkByvMYlAEKEm1jcC5yZXZva2Vfc2Vzc2lvbiABOnxSZXZva2UgdGhlIGNhbGxlcidzIGhvc3RlZCBNQ1Agc2Vzc2lvbnMgKGV2ZXJ5IHRva2VuIG9mIHRoZSBjYWxsZXIgdGhhdCB3YXMgaXNzdWVkIHRvIGFuIE1DUCBjbGllbnQsIGFuZCB0aGUgY2FsbGluZyB0b2tlbikuElQKD0ludHJvc3BlY3RUb2tlbhIfLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBogLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVzcG9uc2USNwoKQ3JlYXRlVXNlchIaLmF1dGgudjEuQ3JlYXRlVXNlclJlcXVlc3QaDS5hdXRoLnYxLlVzZXISQgoJTWludFRva2VuEhkuYXV0aC52MS5NaW50VG9rZW5SZXF1ZXN0GhouYXV0aC52MS5NaW50VG9rZW5SZXNwb25zZRJICgtSZXZva2VUb2tlbhIbLmF1dGgudjEuUmV2b2tlVG9rZW5SZXF1ZXN0GhwuYXV0aC52MS5SZXZva2VUb2tlblJlc3BvbnNlEj8KCEdldFVzZXJzEhguYXV0aC52MS5HZXRVc2Vyc1JlcXVlc3QaGS5hdXRoLnYxLkdldFVzZXJzUmVzcG9uc2USSwoMQ3JlYXRlQXBpS2V5EhwuYXV0aC52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh0uYXV0aC52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJICgtDaGVja0FwaUtleRIbLmF1dGgudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0GhwuYXV0aC52MS5DaGVja0FwaUtleVJlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiKwoYUmV2b2tlTWNwU2Vzc2lvblJlc3BvbnNlEg8KB3Jldm9rZWQYASABKAUiRQoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIXCgVsYWJlbBgBIAEoCUIIukgFcgMYyAESFQoDa2V5GAIgASgJQgi6SAVyAxjIASImChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZhcGlrZXkYASABKAkiLgoSQ2hlY2tBcGlLZXlSZXF1ZXN0EhgKBmFwaWtleRgBIAEoCUIIukgFcgMYyAEiJAoTQ2hlY2tBcGlLZXlSZXNwb25zZRINCgV2YWxpZBgBIAEoCCJdCgRVc2VyEg8KB3VzZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSDAoEcGxhbhgDIAEoCRIQCghpc19hZG1pbhgEIAEoCBISCgpjcmVhdGVkX2F0GAUgASgJIjMKFkludHJvc3BlY3RUb2tlblJlcXVlc3QSGQoFdG9rZW4YASABKAlCCrpIB3IFEAEYgAQifAoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEhsKBHVzZXIYAiABKAsyDS5hdXRoLnYxLlVzZXISDgoGc2NvcGVzGAMgAygJEhIKCmV4cGlyZXNfYXQYBCABKAkSEAoIdG9rZW5faWQYBSABKAkifAoRQ3JlYXRlVXNlclJlcXVlc3QSKgoIdXNlcm5hbWUYASABKAlCGLpIFXITEAEYPzINXlthLXowLTlfLV0rJBIpCgRwbGFuGAIgASgJQhu6SBhyFlIEZnJlZVIEcGFpZFIIZm91bmRpbmcSEAoIaXNfYWRtaW4YAyABKAgi+wEKEE1pbnRUb2tlblJlcXVlc3QSGwoIdXNlcm5hbWUYASABKAlCCbpIBnIEEAEYPxKJAQoGc2NvcGVzGAIgAygJQnm6SHaSAXMicXJvUhBjb2xsZWN0aW9uczpyZWFkUhFjb2xsZWN0aW9uczp3cml0ZVISY29sbGVjdGlvbnM6ZGVsZXRlUgptZWRpYTpyZWFkUgttZWRpYTp3cml0ZVIMbWVkaWE6ZGVsZXRlUg1wcm9maWxlOndyaXRlEiEKC3R0bF9zZWNvbmRzGAMgASgFQgy6SAkaBxiA54QPKAASGwoJY2xpZW50X2lkGAQgASgJQgi6SAVyAxjIASJfChFNaW50VG9rZW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSDgoGc2NvcGVzGAIgAygJEhIKCmV4cGlyZXNfYXQYAyABKAkSEAoIdG9rZW5faWQYBCABKAkiLwoSUmV2b2tlVG9rZW5SZXF1ZXN0EhkKBXRva2VuGAEgASgJQgq6SAdyBRABGIAEIiYKE1Jldm9rZVRva2VuUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoCCJTCg9HZXRVc2Vyc1JlcXVlc3QSIgoIdXNlcl9pZHMYASADKAlCELpIDZIBChD0AyIFcgOwAQESHAoJdXNlcm5hbWVzGAIgAygJQgm6SAaSAQMQ9AMiMAoQR2V0VXNlcnNSZXNwb25zZRIcCgV1c2VycxgBIAMoCzINLmF1dGgudjEuVXNlcjLvBQoLQXV0aFNlcnZpY2US6gEKEFJldm9rZU1jcFNlc3Npb24SFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GiEuYXV0aC52MS5SZXZva2VNY3BTZXNzaW9uUmVzcG9uc2UimQHK8xiUAQoSbWNwLnJldm9rZV9zZXNzaW9uIAE6fFJldm9rZSB0aGUgY2FsbGVyJ3MgaG9zdGVkIE1DUCBzZXNzaW9ucyAoZXZlcnkgdG9rZW4gb2YgdGhlIGNhbGxlciB0aGF0IHdhcyBpc3N1ZWQgdG8gYW4gTUNQIGNsaWVudCwgYW5kIHRoZSBjYWxsaW5nIHRva2VuKS4SVAoPSW50cm9zcGVjdFRva2VuEh8uYXV0aC52MS5JbnRyb3NwZWN0VG9rZW5SZXF1ZXN0GiAuYXV0aC52MS5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZRI3CgpDcmVhdGVVc2VyEhouYXV0aC52MS5DcmVhdGVVc2VyUmVxdWVzdBoNLmF1dGgudjEuVXNlchJCCglNaW50VG9rZW4SGS5hdXRoLnYxLk1pbnRUb2tlblJlcXVlc3QaGi5hdXRoLnYxLk1pbnRUb2tlblJlc3BvbnNlEkgKC1Jldm9rZVRva2VuEhsuYXV0aC52MS5SZXZva2VUb2tlblJlcXVlc3QaHC5hdXRoLnYxLlJldm9rZVRva2VuUmVzcG9uc2USPwoIR2V0VXNlcnMSGC5hdXRoLnYxLkdldFVzZXJzUmVxdWVzdBoZLmF1dGgudjEuR2V0VXNlcnNSZXNwb25zZRJLCgxDcmVhdGVBcGlLZXkSHC5hdXRoLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaHS5hdXRoLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlEkgKC0NoZWNrQXBpS2V5EhsuYXV0aC52MS5DaGVja0FwaUtleVJlcXVlc3QaHC5hdXRoLnYxLkNoZWNrQXBpS2V5UmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+
+/**
+ * mcp.revoke_session.
+ *
+ * @generated from message auth.v1.RevokeMcpSessionResponse
+ */
+export type RevokeMcpSessionResponse = Message<"auth.v1.RevokeMcpSessionResponse"> & {
+  /**
+   * How many tokens were revoked (the caller's MCP tokens and the calling token).
+   *
+   * @generated from field: int32 revoked = 1;
+   */
+  revoked: number;
+};
+
+/**
+ * Describes the message auth.v1.RevokeMcpSessionResponse.
+ * Use `create(RevokeMcpSessionResponseSchema)` to create a new message.
+ */
+export const RevokeMcpSessionResponseSchema: GenMessage<RevokeMcpSessionResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 0);
 
 /**
  * @generated from message auth.v1.CreateApiKeyRequest
@@ -38,7 +59,7 @@ export type CreateApiKeyRequest = Message<"auth.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 0);
+  messageDesc(file_auth_v1_auth, 1);
 
 /**
  * @generated from message auth.v1.CreateApiKeyResponse
@@ -55,7 +76,7 @@ export type CreateApiKeyResponse = Message<"auth.v1.CreateApiKeyResponse"> & {
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 1);
+  messageDesc(file_auth_v1_auth, 2);
 
 /**
  * @generated from message auth.v1.CheckApiKeyRequest
@@ -72,7 +93,7 @@ export type CheckApiKeyRequest = Message<"auth.v1.CheckApiKeyRequest"> & {
  * Use `create(CheckApiKeyRequestSchema)` to create a new message.
  */
 export const CheckApiKeyRequestSchema: GenMessage<CheckApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 2);
+  messageDesc(file_auth_v1_auth, 3);
 
 /**
  * @generated from message auth.v1.CheckApiKeyResponse
@@ -89,7 +110,7 @@ export type CheckApiKeyResponse = Message<"auth.v1.CheckApiKeyResponse"> & {
  * Use `create(CheckApiKeyResponseSchema)` to create a new message.
  */
 export const CheckApiKeyResponseSchema: GenMessage<CheckApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 3);
+  messageDesc(file_auth_v1_auth, 4);
 
 /**
  * @generated from message auth.v1.User
@@ -128,7 +149,7 @@ export type User = Message<"auth.v1.User"> & {
  * Use `create(UserSchema)` to create a new message.
  */
 export const UserSchema: GenMessage<User> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 4);
+  messageDesc(file_auth_v1_auth, 5);
 
 /**
  * @generated from message auth.v1.IntrospectTokenRequest
@@ -145,7 +166,7 @@ export type IntrospectTokenRequest = Message<"auth.v1.IntrospectTokenRequest"> &
  * Use `create(IntrospectTokenRequestSchema)` to create a new message.
  */
 export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 5);
+  messageDesc(file_auth_v1_auth, 6);
 
 /**
  * @generated from message auth.v1.IntrospectTokenResponse
@@ -182,7 +203,7 @@ export type IntrospectTokenResponse = Message<"auth.v1.IntrospectTokenResponse">
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 6);
+  messageDesc(file_auth_v1_auth, 7);
 
 /**
  * @generated from message auth.v1.CreateUserRequest
@@ -209,7 +230,7 @@ export type CreateUserRequest = Message<"auth.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 7);
+  messageDesc(file_auth_v1_auth, 8);
 
 /**
  * @generated from message auth.v1.MintTokenRequest
@@ -245,7 +266,7 @@ export type MintTokenRequest = Message<"auth.v1.MintTokenRequest"> & {
  * Use `create(MintTokenRequestSchema)` to create a new message.
  */
 export const MintTokenRequestSchema: GenMessage<MintTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 8);
+  messageDesc(file_auth_v1_auth, 9);
 
 /**
  * @generated from message auth.v1.MintTokenResponse
@@ -277,7 +298,7 @@ export type MintTokenResponse = Message<"auth.v1.MintTokenResponse"> & {
  * Use `create(MintTokenResponseSchema)` to create a new message.
  */
 export const MintTokenResponseSchema: GenMessage<MintTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 9);
+  messageDesc(file_auth_v1_auth, 10);
 
 /**
  * @generated from message auth.v1.RevokeTokenRequest
@@ -294,7 +315,7 @@ export type RevokeTokenRequest = Message<"auth.v1.RevokeTokenRequest"> & {
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 10);
+  messageDesc(file_auth_v1_auth, 11);
 
 /**
  * @generated from message auth.v1.RevokeTokenResponse
@@ -311,7 +332,7 @@ export type RevokeTokenResponse = Message<"auth.v1.RevokeTokenResponse"> & {
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 11);
+  messageDesc(file_auth_v1_auth, 12);
 
 /**
  * @generated from message auth.v1.GetUsersRequest
@@ -333,7 +354,7 @@ export type GetUsersRequest = Message<"auth.v1.GetUsersRequest"> & {
  * Use `create(GetUsersRequestSchema)` to create a new message.
  */
 export const GetUsersRequestSchema: GenMessage<GetUsersRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 12);
+  messageDesc(file_auth_v1_auth, 13);
 
 /**
  * @generated from message auth.v1.GetUsersResponse
@@ -350,7 +371,7 @@ export type GetUsersResponse = Message<"auth.v1.GetUsersResponse"> & {
  * Use `create(GetUsersResponseSchema)` to create a new message.
  */
 export const GetUsersResponseSchema: GenMessage<GetUsersResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 13);
+  messageDesc(file_auth_v1_auth, 14);
 
 /**
  * AuthService owns users, opaque access tokens (stored hashed) and their scopes. The gateway
@@ -366,7 +387,7 @@ export const AuthService: GenService<{
   revokeMcpSession: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof RevokeMcpSessionResponseSchema;
   },
   /**
    * Internal RPCs (no public operation).
