@@ -2,7 +2,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { AuthService, UserSchema } from "@cms/contracts/auth/v1/auth_pb";
-import { EVENTS, requireCaller, result, type ServiceBus } from "@cms/platform";
+import { EVENTS, requireCaller, type ServiceBus } from "@cms/platform";
 import type { Auth } from "../auth.js";
 import type { AuthStore, UserRow } from "../store/auth-store.js";
 import { hashSecret } from "../domain/tokens.js";
@@ -51,7 +51,7 @@ export function authRoutes(auth: Auth, store: AuthStore, bus: ServiceBus) {
         const caller = requireCaller(ctx);
         const hashes = await store.revokeMcpTokens(caller.userId, caller.tokenId);
         for (const h of hashes) bus.broadcast(EVENTS.tokenRevoked, { token_hash: h });
-        return result({ revoked: hashes.length });
+        return { revoked: hashes.length };
       },
     });
 }

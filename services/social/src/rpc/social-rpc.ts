@@ -1,47 +1,42 @@
 /**
- * Thin Connect handlers of SocialService: decode, call the use case, shape the contract's body.
+ * Thin Connect handlers of SocialService: decode, call the use case, encode its views into the
+ * typed response messages (./encode.ts).
  * Operations without a handler here (bookmarks, tag vocabulary, UI state, player, bugs) answer
  * Connect "unimplemented", which the gateway reports as 501 not_implemented.
  */
 import type { ConnectRouter } from "@connectrpc/connect";
-import { toJson } from "@bufbuild/protobuf";
-import { ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import { SocialService } from "@cms/contracts/social/v1/social_pb";
-import { requireCaller, result } from "@cms/platform";
+import { jsonOf, requireCaller } from "@cms/platform";
 import type { PublishMode, Social } from "../social.js";
-
-/** A google.protobuf.Value field as plain JSON; undefined when the request omitted it. */
-function jsonOf(v: Value | undefined): unknown {
-  return v === undefined ? undefined : toJson(ValueSchema, v);
-}
+import { aliasMessage, followedAliasMessage, followingPagination, handleMessage, profileMessage } from "./encode.js";
 
 export function socialRoutes(social: Social) {
   return (router: ConnectRouter) =>
     router.service(SocialService, {
       async createAlias(req, ctx) {
         const caller = requireCaller(ctx);
-        return result({ alias: await social.createAlias(caller, req.handle) });
+        return { alias: aliasMessage(await social.createAlias(caller, req.handle)) };
       },
       async listAliases(_req, ctx) {
         const caller = requireCaller(ctx);
-        return result({ aliases: await social.listHandles(caller.userId, caller.username) });
+        return { aliases: (await social.listHandles(caller.userId, caller.username)).map(handleMessage) };
       },
       async followAlias(req, ctx) {
         const caller = requireCaller(ctx);
-        return result({ followed: true, alias: await social.follow(caller.userId, req.aliasId) });
+        return { followed: true, alias: followedAliasMessage(await social.follow(caller.userId, req.aliasId)) };
       },
       async unfollowAlias(req, ctx) {
         const caller = requireCaller(ctx);
-        return result({ unfollowed: await social.unfollow(caller.userId, req.aliasId) });
+        return { unfollowed: await social.unfollow(caller.userId, req.aliasId) };
       },
       async listFollowing(req, ctx) {
         const caller = requireCaller(ctx);
         const { aliases, page, total } = await social.following(caller.userId, { limit: req.limit, offset: req.offset });
-        return result({ aliases, pagination: page.explicit ? { limit: page.limit, offset: page.offset, total } : undefined });
+        return { aliases: aliases.map(followedAliasMessage), pagination: followingPagination(page, total) };
       },
       async getProfile(_req, ctx) {
         const caller = requireCaller(ctx);
-        return result({ profile: await social.getProfile(caller.userId, caller.username) });
+        return { profile: profileMessage(await social.getProfile(caller.userId, caller.username)) };
       },
       async updateProfile(req, ctx) {
         const caller = requireCaller(ctx);
@@ -51,10 +46,10 @@ export function socialRoutes(social: Social) {
           available_tags: jsonOf(req.availableTags),
           default_alias_id: jsonOf(req.defaultAliasId),
         });
-        return result({ profile });
+        return { profile: profileMessage(profile) };
       },
 
-      // Internal RPCs (no public op): typed messages.
+      // Internal RPCs (no public op).
       async resolvePublishHandle(req) {
         return social.resolvePublishHandle(req.userId, req.mode as PublishMode, req.aliasId);
       },

@@ -5,7 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "../../buf/validate/validate_pb.js";
-import type { EmptyRequestSchema, OpResultSchema } from "../../common/v1/common_pb.js";
+import type { EmptyRequestSchema } from "../../common/v1/common_pb.js";
 import { file_common_v1_common } from "../../common/v1/common_pb.js";
 import { file_common_v1_options } from "../../common/v1/options_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file auth/v1/auth.proto.
  */
 export const file_auth_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiSAoeQ3JlYXRlU2VydmljZUNyZWRlbnRpYWxSZXF1ZXN0EiYKBG5hbWUYASABKAlCGLpIFXITEAEYPzINXlthLXowLTlfLV0rJCJDCh9DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlc3BvbnNlEgwKBG5hbWUYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCSJFChNDcmVhdGVBcGlLZXlSZXF1ZXN0EhcKBWxhYmVsGAEgASgJQgi6SAVyAxjIARIVCgNrZXkYAiABKAlCCLpIBXIDGMgBIiYKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmFwaWtleRgBIAEoCSIuChJDaGVja0FwaUtleVJlcXVlc3QSGAoGYXBpa2V5GAEgASgJQgi6SAVyAxjIASIkChNDaGVja0FwaUtleVJlc3BvbnNlEg0KBXZhbGlkGAEgASgIIl0KBFVzZXISDwoHdXNlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIMCgRwbGFuGAMgASgJEhAKCGlzX2FkbWluGAQgASgIEhIKCmNyZWF0ZWRfYXQYBSABKAkiMwoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBIZCgV0b2tlbhgBIAEoCUIKukgHcgUQARiABCKSAQoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEhsKBHVzZXIYAiABKAsyDS5hdXRoLnYxLlVzZXISDgoGc2NvcGVzGAMgAygJEhIKCmV4cGlyZXNfYXQYBCABKAkSEAoIdG9rZW5faWQYBSABKAkSFAoMc2VydmljZV9uYW1lGAYgASgJInwKEUNyZWF0ZVVzZXJSZXF1ZXN0EioKCHVzZXJuYW1lGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQSKQoEcGxhbhgCIAEoCUIbukgYchZSBGZyZWVSBHBhaWRSCGZvdW5kaW5nEhAKCGlzX2FkbWluGAMgASgIIvsBChBNaW50VG9rZW5SZXF1ZXN0EhsKCHVzZXJuYW1lGAEgASgJQgm6SAZyBBABGD8SiQEKBnNjb3BlcxgCIAMoCUJ5ukh2kgFzInFyb1IQY29sbGVjdGlvbnM6cmVhZFIRY29sbGVjdGlvbnM6d3JpdGVSEmNvbGxlY3Rpb25zOmRlbGV0ZVIKbWVkaWE6cmVhZFILbWVkaWE6d3JpdGVSDG1lZGlhOmRlbGV0ZVINcHJvZmlsZTp3cml0ZRIhCgt0dGxfc2Vjb25kcxgDIAEoBUIMukgJGgcYgOeEDygAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYyAEiXwoRTWludFRva2VuUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEg4KBnNjb3BlcxgCIAMoCRISCgpleHBpcmVzX2F0GAMgASgJEhAKCHRva2VuX2lkGAQgASgJIi8KElJldm9rZVRva2VuUmVxdWVzdBIZCgV0b2tlbhgBIAEoCUIKukgHcgUQARiABCImChNSZXZva2VUb2tlblJlc3BvbnNlEg8KB3Jldm9rZWQYASABKAgiUwoPR2V0VXNlcnNSZXF1ZXN0EiIKCHVzZXJfaWRzGAEgAygJQhC6SA2SAQoQ9AMiBXIDsAEBEhwKCXVzZXJuYW1lcxgCIAMoCUIJukgGkgEDEPQDIjAKEEdldFVzZXJzUmVzcG9uc2USHAoFdXNlcnMYASADKAsyDS5hdXRoLnYxLlVzZXIyzwYKC0F1dGhTZXJ2aWNlEtwBChBSZXZva2VNY3BTZXNzaW9uEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCKZAcrzGJQBChJtY3AucmV2b2tlX3Nlc3Npb24gATp8UmV2b2tlIHRoZSBjYWxsZXIncyBob3N0ZWQgTUNQIHNlc3Npb25zIChldmVyeSB0b2tlbiBvZiB0aGUgY2FsbGVyIHRoYXQgd2FzIGlzc3VlZCB0byBhbiBNQ1AgY2xpZW50LCBhbmQgdGhlIGNhbGxpbmcgdG9rZW4pLhJUCg9JbnRyb3NwZWN0VG9rZW4SHy5hdXRoLnYxLkludHJvc3BlY3RUb2tlblJlcXVlc3QaIC5hdXRoLnYxLkludHJvc3BlY3RUb2tlblJlc3BvbnNlEjcKCkNyZWF0ZVVzZXISGi5hdXRoLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0Gg0uYXV0aC52MS5Vc2VyEkIKCU1pbnRUb2tlbhIZLmF1dGgudjEuTWludFRva2VuUmVxdWVzdBoaLmF1dGgudjEuTWludFRva2VuUmVzcG9uc2USSAoLUmV2b2tlVG9rZW4SGy5hdXRoLnYxLlJldm9rZVRva2VuUmVxdWVzdBocLmF1dGgudjEuUmV2b2tlVG9rZW5SZXNwb25zZRI/CghHZXRVc2VycxIYLmF1dGgudjEuR2V0VXNlcnNSZXF1ZXN0GhkuYXV0aC52MS5HZXRVc2Vyc1Jlc3BvbnNlEksKDENyZWF0ZUFwaUtleRIcLmF1dGgudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBodLmF1dGgudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USSAoLQ2hlY2tBcGlLZXkSGy5hdXRoLnYxLkNoZWNrQXBpS2V5UmVxdWVzdBocLmF1dGgudjEuQ2hlY2tBcGlLZXlSZXNwb25zZRJsChdDcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbBInLmF1dGgudjEuQ3JlYXRlU2VydmljZUNyZWRlbnRpYWxSZXF1ZXN0GiguYXV0aC52MS5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiSAoeQ3JlYXRlU2VydmljZUNyZWRlbnRpYWxSZXF1ZXN0EiYKBG5hbWUYASABKAlCGLpIFXITEAEYPzINXlthLXowLTlfLV0rJCJDCh9DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlc3BvbnNlEgwKBG5hbWUYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCSIrChhSZXZva2VNY3BTZXNzaW9uUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoBSJFChNDcmVhdGVBcGlLZXlSZXF1ZXN0EhcKBWxhYmVsGAEgASgJQgi6SAVyAxjIARIVCgNrZXkYAiABKAlCCLpIBXIDGMgBIiYKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmFwaWtleRgBIAEoCSIuChJDaGVja0FwaUtleVJlcXVlc3QSGAoGYXBpa2V5GAEgASgJQgi6SAVyAxjIASIkChNDaGVja0FwaUtleVJlc3BvbnNlEg0KBXZhbGlkGAEgASgIIl0KBFVzZXISDwoHdXNlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIMCgRwbGFuGAMgASgJEhAKCGlzX2FkbWluGAQgASgIEhIKCmNyZWF0ZWRfYXQYBSABKAkiMwoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBIZCgV0b2tlbhgBIAEoCUIKukgHcgUQARiABCKSAQoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEhsKBHVzZXIYAiABKAsyDS5hdXRoLnYxLlVzZXISDgoGc2NvcGVzGAMgAygJEhIKCmV4cGlyZXNfYXQYBCABKAkSEAoIdG9rZW5faWQYBSABKAkSFAoMc2VydmljZV9uYW1lGAYgASgJInwKEUNyZWF0ZVVzZXJSZXF1ZXN0EioKCHVzZXJuYW1lGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQSKQoEcGxhbhgCIAEoCUIbukgYchZSBGZyZWVSBHBhaWRSCGZvdW5kaW5nEhAKCGlzX2FkbWluGAMgASgIIvsBChBNaW50VG9rZW5SZXF1ZXN0EhsKCHVzZXJuYW1lGAEgASgJQgm6SAZyBBABGD8SiQEKBnNjb3BlcxgCIAMoCUJ5ukh2kgFzInFyb1IQY29sbGVjdGlvbnM6cmVhZFIRY29sbGVjdGlvbnM6d3JpdGVSEmNvbGxlY3Rpb25zOmRlbGV0ZVIKbWVkaWE6cmVhZFILbWVkaWE6d3JpdGVSDG1lZGlhOmRlbGV0ZVINcHJvZmlsZTp3cml0ZRIhCgt0dGxfc2Vjb25kcxgDIAEoBUIMukgJGgcYgOeEDygAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYyAEiXwoRTWludFRva2VuUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEg4KBnNjb3BlcxgCIAMoCRISCgpleHBpcmVzX2F0GAMgASgJEhAKCHRva2VuX2lkGAQgASgJIi8KElJldm9rZVRva2VuUmVxdWVzdBIZCgV0b2tlbhgBIAEoCUIKukgHcgUQARiABCImChNSZXZva2VUb2tlblJlc3BvbnNlEg8KB3Jldm9rZWQYASABKAgiUwoPR2V0VXNlcnNSZXF1ZXN0EiIKCHVzZXJfaWRzGAEgAygJQhC6SA2SAQoQ9AMiBXIDsAEBEhwKCXVzZXJuYW1lcxgCIAMoCUIJukgGkgEDEPQDIjAKEEdldFVzZXJzUmVzcG9uc2USHAoFdXNlcnMYASADKAsyDS5hdXRoLnYxLlVzZXIy3QYKC0F1dGhTZXJ2aWNlEuoBChBSZXZva2VNY3BTZXNzaW9uEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBohLmF1dGgudjEuUmV2b2tlTWNwU2Vzc2lvblJlc3BvbnNlIpkByvMYlAEKEm1jcC5yZXZva2Vfc2Vzc2lvbiABOnxSZXZva2UgdGhlIGNhbGxlcidzIGhvc3RlZCBNQ1Agc2Vzc2lvbnMgKGV2ZXJ5IHRva2VuIG9mIHRoZSBjYWxsZXIgdGhhdCB3YXMgaXNzdWVkIHRvIGFuIE1DUCBjbGllbnQsIGFuZCB0aGUgY2FsbGluZyB0b2tlbikuElQKD0ludHJvc3BlY3RUb2tlbhIfLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBogLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVzcG9uc2USNwoKQ3JlYXRlVXNlchIaLmF1dGgudjEuQ3JlYXRlVXNlclJlcXVlc3QaDS5hdXRoLnYxLlVzZXISQgoJTWludFRva2VuEhkuYXV0aC52MS5NaW50VG9rZW5SZXF1ZXN0GhouYXV0aC52MS5NaW50VG9rZW5SZXNwb25zZRJICgtSZXZva2VUb2tlbhIbLmF1dGgudjEuUmV2b2tlVG9rZW5SZXF1ZXN0GhwuYXV0aC52MS5SZXZva2VUb2tlblJlc3BvbnNlEj8KCEdldFVzZXJzEhguYXV0aC52MS5HZXRVc2Vyc1JlcXVlc3QaGS5hdXRoLnYxLkdldFVzZXJzUmVzcG9uc2USSwoMQ3JlYXRlQXBpS2V5EhwuYXV0aC52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh0uYXV0aC52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJICgtDaGVja0FwaUtleRIbLmF1dGgudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0GhwuYXV0aC52MS5DaGVja0FwaUtleVJlc3BvbnNlEmwKF0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsEicuYXV0aC52MS5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QaKC5hdXRoLnYxLkNyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
 
 /**
  * @generated from message auth.v1.CreateServiceCredentialRequest
@@ -60,6 +60,27 @@ export const CreateServiceCredentialResponseSchema: GenMessage<CreateServiceCred
   messageDesc(file_auth_v1_auth, 1);
 
 /**
+ * mcp.revoke_session.
+ *
+ * @generated from message auth.v1.RevokeMcpSessionResponse
+ */
+export type RevokeMcpSessionResponse = Message<"auth.v1.RevokeMcpSessionResponse"> & {
+  /**
+   * How many tokens were revoked (the caller's MCP tokens and the calling token).
+   *
+   * @generated from field: int32 revoked = 1;
+   */
+  revoked: number;
+};
+
+/**
+ * Describes the message auth.v1.RevokeMcpSessionResponse.
+ * Use `create(RevokeMcpSessionResponseSchema)` to create a new message.
+ */
+export const RevokeMcpSessionResponseSchema: GenMessage<RevokeMcpSessionResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 2);
+
+/**
  * @generated from message auth.v1.CreateApiKeyRequest
  */
 export type CreateApiKeyRequest = Message<"auth.v1.CreateApiKeyRequest"> & {
@@ -81,7 +102,7 @@ export type CreateApiKeyRequest = Message<"auth.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 2);
+  messageDesc(file_auth_v1_auth, 3);
 
 /**
  * @generated from message auth.v1.CreateApiKeyResponse
@@ -98,7 +119,7 @@ export type CreateApiKeyResponse = Message<"auth.v1.CreateApiKeyResponse"> & {
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 3);
+  messageDesc(file_auth_v1_auth, 4);
 
 /**
  * @generated from message auth.v1.CheckApiKeyRequest
@@ -115,7 +136,7 @@ export type CheckApiKeyRequest = Message<"auth.v1.CheckApiKeyRequest"> & {
  * Use `create(CheckApiKeyRequestSchema)` to create a new message.
  */
 export const CheckApiKeyRequestSchema: GenMessage<CheckApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 4);
+  messageDesc(file_auth_v1_auth, 5);
 
 /**
  * @generated from message auth.v1.CheckApiKeyResponse
@@ -132,7 +153,7 @@ export type CheckApiKeyResponse = Message<"auth.v1.CheckApiKeyResponse"> & {
  * Use `create(CheckApiKeyResponseSchema)` to create a new message.
  */
 export const CheckApiKeyResponseSchema: GenMessage<CheckApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 5);
+  messageDesc(file_auth_v1_auth, 6);
 
 /**
  * @generated from message auth.v1.User
@@ -171,7 +192,7 @@ export type User = Message<"auth.v1.User"> & {
  * Use `create(UserSchema)` to create a new message.
  */
 export const UserSchema: GenMessage<User> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 6);
+  messageDesc(file_auth_v1_auth, 7);
 
 /**
  * @generated from message auth.v1.IntrospectTokenRequest
@@ -188,7 +209,7 @@ export type IntrospectTokenRequest = Message<"auth.v1.IntrospectTokenRequest"> &
  * Use `create(IntrospectTokenRequestSchema)` to create a new message.
  */
 export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 7);
+  messageDesc(file_auth_v1_auth, 8);
 
 /**
  * @generated from message auth.v1.IntrospectTokenResponse
@@ -234,7 +255,7 @@ export type IntrospectTokenResponse = Message<"auth.v1.IntrospectTokenResponse">
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 8);
+  messageDesc(file_auth_v1_auth, 9);
 
 /**
  * @generated from message auth.v1.CreateUserRequest
@@ -261,7 +282,7 @@ export type CreateUserRequest = Message<"auth.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 9);
+  messageDesc(file_auth_v1_auth, 10);
 
 /**
  * @generated from message auth.v1.MintTokenRequest
@@ -297,7 +318,7 @@ export type MintTokenRequest = Message<"auth.v1.MintTokenRequest"> & {
  * Use `create(MintTokenRequestSchema)` to create a new message.
  */
 export const MintTokenRequestSchema: GenMessage<MintTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 10);
+  messageDesc(file_auth_v1_auth, 11);
 
 /**
  * @generated from message auth.v1.MintTokenResponse
@@ -329,7 +350,7 @@ export type MintTokenResponse = Message<"auth.v1.MintTokenResponse"> & {
  * Use `create(MintTokenResponseSchema)` to create a new message.
  */
 export const MintTokenResponseSchema: GenMessage<MintTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 11);
+  messageDesc(file_auth_v1_auth, 12);
 
 /**
  * @generated from message auth.v1.RevokeTokenRequest
@@ -346,7 +367,7 @@ export type RevokeTokenRequest = Message<"auth.v1.RevokeTokenRequest"> & {
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 12);
+  messageDesc(file_auth_v1_auth, 13);
 
 /**
  * @generated from message auth.v1.RevokeTokenResponse
@@ -363,7 +384,7 @@ export type RevokeTokenResponse = Message<"auth.v1.RevokeTokenResponse"> & {
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 13);
+  messageDesc(file_auth_v1_auth, 14);
 
 /**
  * @generated from message auth.v1.GetUsersRequest
@@ -385,7 +406,7 @@ export type GetUsersRequest = Message<"auth.v1.GetUsersRequest"> & {
  * Use `create(GetUsersRequestSchema)` to create a new message.
  */
 export const GetUsersRequestSchema: GenMessage<GetUsersRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 14);
+  messageDesc(file_auth_v1_auth, 15);
 
 /**
  * @generated from message auth.v1.GetUsersResponse
@@ -402,7 +423,7 @@ export type GetUsersResponse = Message<"auth.v1.GetUsersResponse"> & {
  * Use `create(GetUsersResponseSchema)` to create a new message.
  */
 export const GetUsersResponseSchema: GenMessage<GetUsersResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 15);
+  messageDesc(file_auth_v1_auth, 16);
 
 /**
  * AuthService owns users, opaque access tokens (stored hashed) and their scopes. The gateway
@@ -418,7 +439,7 @@ export const AuthService: GenService<{
   revokeMcpSession: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof RevokeMcpSessionResponseSchema;
   },
   /**
    * Internal RPCs (no public operation).

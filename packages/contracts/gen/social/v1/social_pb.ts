@@ -5,18 +5,20 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "../../buf/validate/validate_pb.js";
-import type { EmptyRequestSchema, OpResultSchema } from "../../common/v1/common_pb.js";
+import type { EmptyRequestSchema, OpResultSchema, Pagination } from "../../common/v1/common_pb.js";
 import { file_common_v1_common } from "../../common/v1/common_pb.js";
 import { file_common_v1_options } from "../../common/v1/options_pb.js";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Alias, FollowedAlias, Handle, Profile } from "./resources_pb.js";
+import { file_social_v1_resources } from "./resources_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file social/v1/social.proto.
  */
 export const file_social_v1_social: GenFile = /*@__PURE__*/
-  fileDesc("ChZzb2NpYWwvdjEvc29jaWFsLnByb3RvEglzb2NpYWwudjEieQobUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXF1ZXN0EhkKB3VzZXJfaWQYASABKAlCCLpIBXIDsAEBEi0KBG1vZGUYAiABKAlCH7pIHHIaUgVhbGlhc1IHZGVmYXVsdFIIdXNlcm5hbWUSEAoIYWxpYXNfaWQYAyABKAkiQAocUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXNwb25zZRIOCgZoYW5kbGUYASABKAkSEAoIYWxpYXNfaWQYAiABKAkiMQoUUmVzb2x2ZUhhbmRsZVJlcXVlc3QSGQoGaGFuZGxlGAEgASgJQgm6SAZyBBABGD8iSQoVUmVzb2x2ZUhhbmRsZVJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEg8KB3VzZXJfaWQYAiABKAkSEAoIYWxpYXNfaWQYAyABKAkiNwoaTGlzdEZvbGxvd2VkSGFuZGxlc1JlcXVlc3QSGQoHdXNlcl9pZBgBIAEoCUIIukgFcgOwAQEiXQoORm9sbG93ZWRIYW5kbGUSEAoIYWxpYXNfaWQYASABKAkSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRISCgppc19wcmltYXJ5GAMgASgIEg4KBmhhbmRsZRgEIAEoCSJJChtMaXN0Rm9sbG93ZWRIYW5kbGVzUmVzcG9uc2USKgoHaGFuZGxlcxgBIAMoCzIZLnNvY2lhbC52MS5Gb2xsb3dlZEhhbmRsZSI+ChJDcmVhdGVBbGlhc1JlcXVlc3QSKAoGaGFuZGxlGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQiLQoPQWxpYXNSZWZSZXF1ZXN0EhoKCGFsaWFzX2lkGAEgASgJQgi6SAVyA7ABASJ5ChRMaXN0Rm9sbG93aW5nUmVxdWVzdBInCgVsaW1pdBgBIAEoBUITukgHGgUY9AMoAdLzGAUSAzEwMEgAiAEBEiMKBm9mZnNldBgCIAEoBUIOukgEGgIoANLzGAMSATBIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCL3AgoUVXBkYXRlUHJvZmlsZVJlcXVlc3QSIgoMZGlzcGxheV9uYW1lGAEgASgJQge6SARyAhhkSACIAQESGgoDYmlvGAIgASgJQgi6SAVyAxigH0gBiAEBEqEBCg5hdmFpbGFibGVfdGFncxgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUJx0vMYbQpreyJ0eXBlIjoiYXJyYXkiLCJtYXhJdGVtcyI6MjAsIml0ZW1zIjp7InR5cGUiOiJzdHJpbmciLCJtaW5MZW5ndGgiOjEsIm1heExlbmd0aCI6NTAsInBhdHRlcm4iOiJeW15BLVpdKiQifX0SYgoQZGVmYXVsdF9hbGlhc19pZBgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUIw0vMYLAoqeyJ0eXBlIjpbInN0cmluZyIsIm51bGwiXSwiZm9ybWF0IjoidXVpZCJ9Qg8KDV9kaXNwbGF5X25hbWVCBgoEX2JpbyKOAQoVQ3JlYXRlQm9va21hcmtSZXF1ZXN0EhkKBXRpdGxlGAEgASgJQgq6SAdyBRABGPQDEiIKDmNvbGxlY3Rpb25faWRzGAIgASgJQgq6SAdyBRABGNAPEisKBnNvdXJjZRgDIAEoCUIWukgGcgQQARgy0vMYCRIHImFnZW50IkgAiAEBQgkKB19zb3VyY2UiNgoVRGVsZXRlQm9va21hcmtSZXF1ZXN0Eh0KC2Jvb2ttYXJrX2lkGAEgASgJQgi6SAVyA7ABASLnAgoRU2V0VWlTdGF0ZVJlcXVlc3QSIwoNY29sbGVjdGlvbl9pZBgBIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAIgASgDQge6SAQiAigBSAGIAQESIQoJdmlld19tb2RlGAMgASgJQgm6SAZyBBABGDJIAogBARIcCgZzb3VyY2UYBCABKAlCB7pIBHICGGRIA4gBARInCg5icm93c2VfcmVzdWx0cxgFIAMoA0IPukgMkgEJEPQDIgQiAigBEiMKDGJyb3dzZV90aXRsZRgGIAEoCUIIukgFcgMY9ANIBIgBARIjCg1icm93c2Vfc291cmNlGAcgASgJQge6SARyAhhkSAWIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkQgwKCl92aWV3X21vZGVCCQoHX3NvdXJjZUIPCg1fYnJvd3NlX3RpdGxlQhAKDl9icm93c2Vfc291cmNlItIBChRQbGF5ZXJDb21tYW5kUmVxdWVzdBJWCgdjb21tYW5kGAEgASgJQkW6SEJyQFIEcGxheVIFcGF1c2VSBG5leHRSCHByZXZpb3VzUgRvcGVuUgpmdWxsc2NyZWVuUg9leGl0X2Z1bGxzY3JlZW4SIwoNY29sbGVjdGlvbl9pZBgCIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAMgASgDQge6SAQiAigBSAGIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkIqoEChBSZXBvcnRCdWdSZXF1ZXN0Ek8KCGNhdGVnb3J5GAEgASgJQj26SDpyOFIFZXJyb3JSDHdyb25nX3Jlc3VsdFINZG9jc19taXNtYXRjaFILcGVyZm9ybWFuY2VSBW90aGVyEh0KCnJlbGF0ZWRfb3AYAiABKAlCCbpIBnIEEAEYZBIZCgV0aXRsZRgDIAEoCUIKukgHcgUQARjIARIfCghleHBlY3RlZBgEIAEoCUIIukgFcgMY0A9IAIgBARIdCgZhY3R1YWwYBSABKAlCCLpIBXIDGNAPSAGIAQESIAoKZXJyb3JfY29kZRgGIAEoCUIHukgEcgIYZEgCiAEBEjkKCHNldmVyaXR5GAcgASgJQiK6SB9yHVIDbG93UgZtZWRpdW1SBGhpZ2hSCGNyaXRpY2FsSAOIAQESkQEKBXJlcHJvGAggASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQmrS8xhmCmR7ImRlc2NyaXB0aW9uIjoiUmVwcm9kdWN0aW9uIHN0ZXBzIG9yIHJlcXVlc3QsIGFueSBKU09OIHZhbHVlLCBhdCBtb3N0IDQwOTYgY2hhcmFjdGVycyBzZXJpYWxpemVkLiJ9EhwKBW5vdGVzGAkgASgJQgi6SAVyAxiAEEgEiAEBQgsKCV9leHBlY3RlZEIJCgdfYWN0dWFsQg0KC19lcnJvcl9jb2RlQgsKCV9zZXZlcml0eUIICgZfbm90ZXMiqQEKD0xpc3RCdWdzUmVxdWVzdBJZCgZzdGF0dXMYASABKAlCRLpINXIzUgRvcGVuUgNuZXdSB3RyaWFnZWRSCWR1cGxpY2F0ZVIIcmVqZWN0ZWRSCHByb21vdGVk0vMYCBIGIm9wZW4iSACIAQESJgoFbGltaXQYAiABKAVCErpIBxoFGMgBKAHS8xgEEgI1MEgBiAEBQgkKB19zdGF0dXNCCAoGX2xpbWl0MsoUCg1Tb2NpYWxTZXJ2aWNlEo8BCgtDcmVhdGVBbGlhcxIdLnNvY2lhbC52MS5DcmVhdGVBbGlhc1JlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQiTMrzGEgKDmFsaWFzZXMuY3JlYXRlEg1wcm9maWxlOndyaXRlIAE6JUNyZWF0ZSBhIHB1Ymxpc2ggYWxpYXMgKHBsYW4tY2FwcGVkKS4SgQEKC0xpc3RBbGlhc2VzEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJEyvMYQAoMYWxpYXNlcy5saXN0EhBjb2xsZWN0aW9uczpyZWFkOh5QcmltYXJ5IHVzZXJuYW1lIHBsdXMgYWxpYXNlcy4SggEKC0ZvbGxvd0FsaWFzEhouc29jaWFsLnYxLkFsaWFzUmVmUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJCyvMYPgoOYWxpYXNlcy5mb2xsb3cSEWNvbGxlY3Rpb25zOndyaXRlIAE6F0ZvbGxvdyBhIHB1Ymxpc2ggYWxpYXMuEo4BCg1VbmZvbGxvd0FsaWFzEhouc29jaWFsLnYxLkFsaWFzUmVmUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJMyvMYSAoQYWxpYXNlcy51bmZvbGxvdxIRY29sbGVjdGlvbnM6d3JpdGUgATofU3RvcCBmb2xsb3dpbmcgYSBwdWJsaXNoIGFsaWFzLhKSAQoNTGlzdEZvbGxvd2luZxIfLnNvY2lhbC52MS5MaXN0Rm9sbG93aW5nUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJLyvMYRwoWYWxpYXNlcy5mb2xsb3dpbmcubGlzdBIQY29sbGVjdGlvbnM6cmVhZDobQWxpYXNlcyB0aGUgY2FsbGVyIGZvbGxvd3MuEpkBChBHZXRUYWdWb2NhYnVsYXJ5EhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJXyvMYUwoTdGFncy52b2NhYnVsYXJ5LmdldCgBOjpBY3RpdmUgdGFnIHZvY2FidWxhcnkgKHNsdWcsIGxhYmVsLCBjYXRlZ29yeSwgc29ydF9vcmRlcikuEn4KCkdldFByb2ZpbGUSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IkLK8xg+Cgtwcm9maWxlLmdldDovVGhlIGNhbGxlcidzIHByb2ZpbGUsIGluY2x1ZGluZyBhdmFpbGFibGVfdGFncy4SmAEKDVVwZGF0ZVByb2ZpbGUSHy5zb2NpYWwudjEuVXBkYXRlUHJvZmlsZVJlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQiUcrzGE0KDnByb2ZpbGUudXBkYXRlEg1wcm9maWxlOndyaXRlIAE6KlVwZGF0ZSBkaXNwbGF5IG5hbWUsIGJpbyBvciB0YWcgc2hvcnRjdXRzLhKVAQoOQ3JlYXRlQm9va21hcmsSIC5zb2NpYWwudjEuQ3JlYXRlQm9va21hcmtSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IkzK8xhIChBib29rbWFya3MuY3JlYXRlEhFjb2xsZWN0aW9uczp3cml0ZSABOh9TYXZlIGEgYm9va21hcmsgb2YgY29sbGVjdGlvbnMuEogBCg5EZWxldGVCb29rbWFyaxIgLnNvY2lhbC52MS5EZWxldGVCb29rbWFya1JlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQiP8rzGDsKEGJvb2ttYXJrcy5kZWxldGUSEWNvbGxlY3Rpb25zOndyaXRlIAE6EkRlbGV0ZSBhIGJvb2ttYXJrLhJ+Cg1MaXN0Qm9va21hcmtzEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCI/yvMYOwoOYm9va21hcmtzLmxpc3QSEGNvbGxlY3Rpb25zOnJlYWQ6F1RoZSBjYWxsZXIncyBib29rbWFya3MuEosBCgpHZXRVaVN0YXRlEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJPyvMYSwoMdWkuc3RhdGUuZ2V0EhBjb2xsZWN0aW9uczpyZWFkEgptZWRpYTpyZWFkOh1MYXRlc3Qgc3luY2hyb25pemVkIFVJIHN0YXRlLhK+AQoKU2V0VWlTdGF0ZRIcLnNvY2lhbC52MS5TZXRVaVN0YXRlUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJ9yvMYeQoMdWkuc3RhdGUuc2V0EhBjb2xsZWN0aW9uczpyZWFkEgptZWRpYTpyZWFkIAE6SVBlcnNpc3QgdGhlIFVJIHN0YXRlIGFuZCBicm9hZGNhc3QgaXQgdG8gdGhlIHVzZXIncyBvcGVuIHBsYXllciBzZXNzaW9ucy4SrwEKDVBsYXllckNvbW1hbmQSHy5zb2NpYWwudjEuUGxheWVyQ29tbWFuZFJlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQiaMrzGGQKDnBsYXllci5jb21tYW5kEhBjb2xsZWN0aW9uczpyZWFkEgptZWRpYTpyZWFkIAE6MlNlbmQgYSBjb21tYW5kIHRvIHRoZSB1c2VyJ3Mgb3BlbiBwbGF5ZXIgc2Vzc2lvbnMuEocBCglSZXBvcnRCdWcSGy5zb2NpYWwudjEuUmVwb3J0QnVnUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJIyvMYRAoKYnVnLnJlcG9ydCABOjRSZXBvcnQgYSBzdXNwZWN0ZWQgQVBJIGJ1ZyAocXVhcmFudGluZWQgZm9yIHRyaWFnZSkuEnAKCExpc3RCdWdzEhouc29jaWFsLnYxLkxpc3RCdWdzUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCIzyvMYLwoIYnVnLmxpc3QwATohQnVnIHJlcG9ydHMsIGFkbWluaXN0cmF0b3JzIG9ubHkuEmcKFFJlc29sdmVQdWJsaXNoSGFuZGxlEiYuc29jaWFsLnYxLlJlc29sdmVQdWJsaXNoSGFuZGxlUmVxdWVzdBonLnNvY2lhbC52MS5SZXNvbHZlUHVibGlzaEhhbmRsZVJlc3BvbnNlElIKDVJlc29sdmVIYW5kbGUSHy5zb2NpYWwudjEuUmVzb2x2ZUhhbmRsZVJlcXVlc3QaIC5zb2NpYWwudjEuUmVzb2x2ZUhhbmRsZVJlc3BvbnNlEmQKE0xpc3RGb2xsb3dlZEhhbmRsZXMSJS5zb2NpYWwudjEuTGlzdEZvbGxvd2VkSGFuZGxlc1JlcXVlc3QaJi5zb2NpYWwudjEuTGlzdEZvbGxvd2VkSGFuZGxlc1Jlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options, file_google_protobuf_struct]);
+  fileDesc("ChZzb2NpYWwvdjEvc29jaWFsLnByb3RvEglzb2NpYWwudjEieQobUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXF1ZXN0EhkKB3VzZXJfaWQYASABKAlCCLpIBXIDsAEBEi0KBG1vZGUYAiABKAlCH7pIHHIaUgVhbGlhc1IHZGVmYXVsdFIIdXNlcm5hbWUSEAoIYWxpYXNfaWQYAyABKAkiQAocUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXNwb25zZRIOCgZoYW5kbGUYASABKAkSEAoIYWxpYXNfaWQYAiABKAkiMQoUUmVzb2x2ZUhhbmRsZVJlcXVlc3QSGQoGaGFuZGxlGAEgASgJQgm6SAZyBBABGD8iSQoVUmVzb2x2ZUhhbmRsZVJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEg8KB3VzZXJfaWQYAiABKAkSEAoIYWxpYXNfaWQYAyABKAkiNwoaTGlzdEZvbGxvd2VkSGFuZGxlc1JlcXVlc3QSGQoHdXNlcl9pZBgBIAEoCUIIukgFcgOwAQEiXQoORm9sbG93ZWRIYW5kbGUSEAoIYWxpYXNfaWQYASABKAkSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRISCgppc19wcmltYXJ5GAMgASgIEg4KBmhhbmRsZRgEIAEoCSJJChtMaXN0Rm9sbG93ZWRIYW5kbGVzUmVzcG9uc2USKgoHaGFuZGxlcxgBIAMoCzIZLnNvY2lhbC52MS5Gb2xsb3dlZEhhbmRsZSI+ChJDcmVhdGVBbGlhc1JlcXVlc3QSKAoGaGFuZGxlGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQiNgoTQ3JlYXRlQWxpYXNSZXNwb25zZRIfCgVhbGlhcxgBIAEoCzIQLnNvY2lhbC52MS5BbGlhcyI5ChNMaXN0QWxpYXNlc1Jlc3BvbnNlEiIKB2FsaWFzZXMYASADKAsyES5zb2NpYWwudjEuSGFuZGxlIi0KD0FsaWFzUmVmUmVxdWVzdBIaCghhbGlhc19pZBgBIAEoCUIIukgFcgOwAQEiUAoTRm9sbG93QWxpYXNSZXNwb25zZRIQCghmb2xsb3dlZBgBIAEoCBInCgVhbGlhcxgCIAEoCzIYLnNvY2lhbC52MS5Gb2xsb3dlZEFsaWFzIisKFVVuZm9sbG93QWxpYXNSZXNwb25zZRISCgp1bmZvbGxvd2VkGAEgASgIInkKFExpc3RGb2xsb3dpbmdSZXF1ZXN0EicKBWxpbWl0GAEgASgFQhO6SAcaBRj0AygB0vMYBRIDMTAwSACIAQESIwoGb2Zmc2V0GAIgASgFQg66SAQaAigA0vMYAxIBMEgBiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0Im0KFUxpc3RGb2xsb3dpbmdSZXNwb25zZRIpCgdhbGlhc2VzGAEgAygLMhguc29jaWFsLnYxLkZvbGxvd2VkQWxpYXMSKQoKcGFnaW5hdGlvbhgCIAEoCzIVLmNvbW1vbi52MS5QYWdpbmF0aW9uIjkKEkdldFByb2ZpbGVSZXNwb25zZRIjCgdwcm9maWxlGAEgASgLMhIuc29jaWFsLnYxLlByb2ZpbGUi9wIKFFVwZGF0ZVByb2ZpbGVSZXF1ZXN0EiIKDGRpc3BsYXlfbmFtZRgBIAEoCUIHukgEcgIYZEgAiAEBEhoKA2JpbxgCIAEoCUIIukgFcgMYoB9IAYgBARKhAQoOYXZhaWxhYmxlX3RhZ3MYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCcdLzGG0Ka3sidHlwZSI6ImFycmF5IiwibWF4SXRlbXMiOjIwLCJpdGVtcyI6eyJ0eXBlIjoic3RyaW5nIiwibWluTGVuZ3RoIjoxLCJtYXhMZW5ndGgiOjUwLCJwYXR0ZXJuIjoiXlteQS1aXSokIn19EmIKEGRlZmF1bHRfYWxpYXNfaWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCMNLzGCwKKnsidHlwZSI6WyJzdHJpbmciLCJudWxsIl0sImZvcm1hdCI6InV1aWQifUIPCg1fZGlzcGxheV9uYW1lQgYKBF9iaW8iPAoVVXBkYXRlUHJvZmlsZVJlc3BvbnNlEiMKB3Byb2ZpbGUYASABKAsyEi5zb2NpYWwudjEuUHJvZmlsZSKOAQoVQ3JlYXRlQm9va21hcmtSZXF1ZXN0EhkKBXRpdGxlGAEgASgJQgq6SAdyBRABGPQDEiIKDmNvbGxlY3Rpb25faWRzGAIgASgJQgq6SAdyBRABGNAPEisKBnNvdXJjZRgDIAEoCUIWukgGcgQQARgy0vMYCRIHImFnZW50IkgAiAEBQgkKB19zb3VyY2UiNgoVRGVsZXRlQm9va21hcmtSZXF1ZXN0Eh0KC2Jvb2ttYXJrX2lkGAEgASgJQgi6SAVyA7ABASLnAgoRU2V0VWlTdGF0ZVJlcXVlc3QSIwoNY29sbGVjdGlvbl9pZBgBIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAIgASgDQge6SAQiAigBSAGIAQESIQoJdmlld19tb2RlGAMgASgJQgm6SAZyBBABGDJIAogBARIcCgZzb3VyY2UYBCABKAlCB7pIBHICGGRIA4gBARInCg5icm93c2VfcmVzdWx0cxgFIAMoA0IPukgMkgEJEPQDIgQiAigBEiMKDGJyb3dzZV90aXRsZRgGIAEoCUIIukgFcgMY9ANIBIgBARIjCg1icm93c2Vfc291cmNlGAcgASgJQge6SARyAhhkSAWIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkQgwKCl92aWV3X21vZGVCCQoHX3NvdXJjZUIPCg1fYnJvd3NlX3RpdGxlQhAKDl9icm93c2Vfc291cmNlItIBChRQbGF5ZXJDb21tYW5kUmVxdWVzdBJWCgdjb21tYW5kGAEgASgJQkW6SEJyQFIEcGxheVIFcGF1c2VSBG5leHRSCHByZXZpb3VzUgRvcGVuUgpmdWxsc2NyZWVuUg9leGl0X2Z1bGxzY3JlZW4SIwoNY29sbGVjdGlvbl9pZBgCIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAMgASgDQge6SAQiAigBSAGIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkIqoEChBSZXBvcnRCdWdSZXF1ZXN0Ek8KCGNhdGVnb3J5GAEgASgJQj26SDpyOFIFZXJyb3JSDHdyb25nX3Jlc3VsdFINZG9jc19taXNtYXRjaFILcGVyZm9ybWFuY2VSBW90aGVyEh0KCnJlbGF0ZWRfb3AYAiABKAlCCbpIBnIEEAEYZBIZCgV0aXRsZRgDIAEoCUIKukgHcgUQARjIARIfCghleHBlY3RlZBgEIAEoCUIIukgFcgMY0A9IAIgBARIdCgZhY3R1YWwYBSABKAlCCLpIBXIDGNAPSAGIAQESIAoKZXJyb3JfY29kZRgGIAEoCUIHukgEcgIYZEgCiAEBEjkKCHNldmVyaXR5GAcgASgJQiK6SB9yHVIDbG93UgZtZWRpdW1SBGhpZ2hSCGNyaXRpY2FsSAOIAQESkQEKBXJlcHJvGAggASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQmrS8xhmCmR7ImRlc2NyaXB0aW9uIjoiUmVwcm9kdWN0aW9uIHN0ZXBzIG9yIHJlcXVlc3QsIGFueSBKU09OIHZhbHVlLCBhdCBtb3N0IDQwOTYgY2hhcmFjdGVycyBzZXJpYWxpemVkLiJ9EhwKBW5vdGVzGAkgASgJQgi6SAVyAxiAEEgEiAEBQgsKCV9leHBlY3RlZEIJCgdfYWN0dWFsQg0KC19lcnJvcl9jb2RlQgsKCV9zZXZlcml0eUIICgZfbm90ZXMiqQEKD0xpc3RCdWdzUmVxdWVzdBJZCgZzdGF0dXMYASABKAlCRLpINXIzUgRvcGVuUgNuZXdSB3RyaWFnZWRSCWR1cGxpY2F0ZVIIcmVqZWN0ZWRSCHByb21vdGVk0vMYCBIGIm9wZW4iSACIAQESJgoFbGltaXQYAiABKAVCErpIBxoFGMgBKAHS8xgEEgI1MEgBiAEBQgkKB19zdGF0dXNCCAoGX2xpbWl0Mp0VCg1Tb2NpYWxTZXJ2aWNlEpoBCgtDcmVhdGVBbGlhcxIdLnNvY2lhbC52MS5DcmVhdGVBbGlhc1JlcXVlc3QaHi5zb2NpYWwudjEuQ3JlYXRlQWxpYXNSZXNwb25zZSJMyvMYSAoOYWxpYXNlcy5jcmVhdGUSDXByb2ZpbGU6d3JpdGUgATolQ3JlYXRlIGEgcHVibGlzaCBhbGlhcyAocGxhbi1jYXBwZWQpLhKMAQoLTGlzdEFsaWFzZXMSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0Gh4uc29jaWFsLnYxLkxpc3RBbGlhc2VzUmVzcG9uc2UiRMrzGEAKDGFsaWFzZXMubGlzdBIQY29sbGVjdGlvbnM6cmVhZDoeUHJpbWFyeSB1c2VybmFtZSBwbHVzIGFsaWFzZXMuEo0BCgtGb2xsb3dBbGlhcxIaLnNvY2lhbC52MS5BbGlhc1JlZlJlcXVlc3QaHi5zb2NpYWwudjEuRm9sbG93QWxpYXNSZXNwb25zZSJCyvMYPgoOYWxpYXNlcy5mb2xsb3cSEWNvbGxlY3Rpb25zOndyaXRlIAE6F0ZvbGxvdyBhIHB1Ymxpc2ggYWxpYXMuEpsBCg1VbmZvbGxvd0FsaWFzEhouc29jaWFsLnYxLkFsaWFzUmVmUmVxdWVzdBogLnNvY2lhbC52MS5VbmZvbGxvd0FsaWFzUmVzcG9uc2UiTMrzGEgKEGFsaWFzZXMudW5mb2xsb3cSEWNvbGxlY3Rpb25zOndyaXRlIAE6H1N0b3AgZm9sbG93aW5nIGEgcHVibGlzaCBhbGlhcy4SnwEKDUxpc3RGb2xsb3dpbmcSHy5zb2NpYWwudjEuTGlzdEZvbGxvd2luZ1JlcXVlc3QaIC5zb2NpYWwudjEuTGlzdEZvbGxvd2luZ1Jlc3BvbnNlIkvK8xhHChZhbGlhc2VzLmZvbGxvd2luZy5saXN0EhBjb2xsZWN0aW9uczpyZWFkOhtBbGlhc2VzIHRoZSBjYWxsZXIgZm9sbG93cy4SmQEKEEdldFRhZ1ZvY2FidWxhcnkSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IlfK8xhTChN0YWdzLnZvY2FidWxhcnkuZ2V0KAE6OkFjdGl2ZSB0YWcgdm9jYWJ1bGFyeSAoc2x1ZywgbGFiZWwsIGNhdGVnb3J5LCBzb3J0X29yZGVyKS4SiAEKCkdldFByb2ZpbGUSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0Gh0uc29jaWFsLnYxLkdldFByb2ZpbGVSZXNwb25zZSJCyvMYPgoLcHJvZmlsZS5nZXQ6L1RoZSBjYWxsZXIncyBwcm9maWxlLCBpbmNsdWRpbmcgYXZhaWxhYmxlX3RhZ3MuEqUBCg1VcGRhdGVQcm9maWxlEh8uc29jaWFsLnYxLlVwZGF0ZVByb2ZpbGVSZXF1ZXN0GiAuc29jaWFsLnYxLlVwZGF0ZVByb2ZpbGVSZXNwb25zZSJRyvMYTQoOcHJvZmlsZS51cGRhdGUSDXByb2ZpbGU6d3JpdGUgAToqVXBkYXRlIGRpc3BsYXkgbmFtZSwgYmlvIG9yIHRhZyBzaG9ydGN1dHMuEpUBCg5DcmVhdGVCb29rbWFyaxIgLnNvY2lhbC52MS5DcmVhdGVCb29rbWFya1JlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQiTMrzGEgKEGJvb2ttYXJrcy5jcmVhdGUSEWNvbGxlY3Rpb25zOndyaXRlIAE6H1NhdmUgYSBib29rbWFyayBvZiBjb2xsZWN0aW9ucy4SiAEKDkRlbGV0ZUJvb2ttYXJrEiAuc29jaWFsLnYxLkRlbGV0ZUJvb2ttYXJrUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCI/yvMYOwoQYm9va21hcmtzLmRlbGV0ZRIRY29sbGVjdGlvbnM6d3JpdGUgAToSRGVsZXRlIGEgYm9va21hcmsuEn4KDUxpc3RCb29rbWFya3MSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0Ij/K8xg7Cg5ib29rbWFya3MubGlzdBIQY29sbGVjdGlvbnM6cmVhZDoXVGhlIGNhbGxlcidzIGJvb2ttYXJrcy4SiwEKCkdldFVpU3RhdGUSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0Ik/K8xhLCgx1aS5zdGF0ZS5nZXQSEGNvbGxlY3Rpb25zOnJlYWQSCm1lZGlhOnJlYWQ6HUxhdGVzdCBzeW5jaHJvbml6ZWQgVUkgc3RhdGUuEr4BCgpTZXRVaVN0YXRlEhwuc29jaWFsLnYxLlNldFVpU3RhdGVSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0In3K8xh5Cgx1aS5zdGF0ZS5zZXQSEGNvbGxlY3Rpb25zOnJlYWQSCm1lZGlhOnJlYWQgATpJUGVyc2lzdCB0aGUgVUkgc3RhdGUgYW5kIGJyb2FkY2FzdCBpdCB0byB0aGUgdXNlcidzIG9wZW4gcGxheWVyIHNlc3Npb25zLhKvAQoNUGxheWVyQ29tbWFuZBIfLnNvY2lhbC52MS5QbGF5ZXJDb21tYW5kUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJoyvMYZAoOcGxheWVyLmNvbW1hbmQSEGNvbGxlY3Rpb25zOnJlYWQSCm1lZGlhOnJlYWQgAToyU2VuZCBhIGNvbW1hbmQgdG8gdGhlIHVzZXIncyBvcGVuIHBsYXllciBzZXNzaW9ucy4ShwEKCVJlcG9ydEJ1ZxIbLnNvY2lhbC52MS5SZXBvcnRCdWdSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IkjK8xhECgpidWcucmVwb3J0IAE6NFJlcG9ydCBhIHN1c3BlY3RlZCBBUEkgYnVnIChxdWFyYW50aW5lZCBmb3IgdHJpYWdlKS4ScAoITGlzdEJ1Z3MSGi5zb2NpYWwudjEuTGlzdEJ1Z3NSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IjPK8xgvCghidWcubGlzdDABOiFCdWcgcmVwb3J0cywgYWRtaW5pc3RyYXRvcnMgb25seS4SZwoUUmVzb2x2ZVB1Ymxpc2hIYW5kbGUSJi5zb2NpYWwudjEuUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXF1ZXN0Gicuc29jaWFsLnYxLlJlc29sdmVQdWJsaXNoSGFuZGxlUmVzcG9uc2USUgoNUmVzb2x2ZUhhbmRsZRIfLnNvY2lhbC52MS5SZXNvbHZlSGFuZGxlUmVxdWVzdBogLnNvY2lhbC52MS5SZXNvbHZlSGFuZGxlUmVzcG9uc2USZAoTTGlzdEZvbGxvd2VkSGFuZGxlcxIlLnNvY2lhbC52MS5MaXN0Rm9sbG93ZWRIYW5kbGVzUmVxdWVzdBomLnNvY2lhbC52MS5MaXN0Rm9sbG93ZWRIYW5kbGVzUmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options, file_google_protobuf_struct, file_social_v1_resources]);
 
 /**
  * @generated from message social.v1.ResolvePublishHandleRequest
@@ -205,6 +207,44 @@ export const CreateAliasRequestSchema: GenMessage<CreateAliasRequest> = /*@__PUR
   messageDesc(file_social_v1_social, 7);
 
 /**
+ * aliases.create: the new alias.
+ *
+ * @generated from message social.v1.CreateAliasResponse
+ */
+export type CreateAliasResponse = Message<"social.v1.CreateAliasResponse"> & {
+  /**
+   * @generated from field: social.v1.Alias alias = 1;
+   */
+  alias?: Alias | undefined;
+};
+
+/**
+ * Describes the message social.v1.CreateAliasResponse.
+ * Use `create(CreateAliasResponseSchema)` to create a new message.
+ */
+export const CreateAliasResponseSchema: GenMessage<CreateAliasResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 8);
+
+/**
+ * aliases.list: the primary username first, then the aliases by creation time.
+ *
+ * @generated from message social.v1.ListAliasesResponse
+ */
+export type ListAliasesResponse = Message<"social.v1.ListAliasesResponse"> & {
+  /**
+   * @generated from field: repeated social.v1.Handle aliases = 1;
+   */
+  aliases: Handle[];
+};
+
+/**
+ * Describes the message social.v1.ListAliasesResponse.
+ * Use `create(ListAliasesResponseSchema)` to create a new message.
+ */
+export const ListAliasesResponseSchema: GenMessage<ListAliasesResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 9);
+
+/**
  * @generated from message social.v1.AliasRefRequest
  */
 export type AliasRefRequest = Message<"social.v1.AliasRefRequest"> & {
@@ -219,7 +259,54 @@ export type AliasRefRequest = Message<"social.v1.AliasRefRequest"> & {
  * Use `create(AliasRefRequestSchema)` to create a new message.
  */
 export const AliasRefRequestSchema: GenMessage<AliasRefRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 8);
+  messageDesc(file_social_v1_social, 10);
+
+/**
+ * aliases.follow: idempotent, a repeat answers the same follow.
+ *
+ * @generated from message social.v1.FollowAliasResponse
+ */
+export type FollowAliasResponse = Message<"social.v1.FollowAliasResponse"> & {
+  /**
+   * Always true.
+   *
+   * @generated from field: bool followed = 1;
+   */
+  followed: boolean;
+
+  /**
+   * @generated from field: social.v1.FollowedAlias alias = 2;
+   */
+  alias?: FollowedAlias | undefined;
+};
+
+/**
+ * Describes the message social.v1.FollowAliasResponse.
+ * Use `create(FollowAliasResponseSchema)` to create a new message.
+ */
+export const FollowAliasResponseSchema: GenMessage<FollowAliasResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 11);
+
+/**
+ * aliases.unfollow.
+ *
+ * @generated from message social.v1.UnfollowAliasResponse
+ */
+export type UnfollowAliasResponse = Message<"social.v1.UnfollowAliasResponse"> & {
+  /**
+   * True when a follow was removed, false when there was none.
+   *
+   * @generated from field: bool unfollowed = 1;
+   */
+  unfollowed: boolean;
+};
+
+/**
+ * Describes the message social.v1.UnfollowAliasResponse.
+ * Use `create(UnfollowAliasResponseSchema)` to create a new message.
+ */
+export const UnfollowAliasResponseSchema: GenMessage<UnfollowAliasResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 12);
 
 /**
  * @generated from message social.v1.ListFollowingRequest
@@ -241,7 +328,52 @@ export type ListFollowingRequest = Message<"social.v1.ListFollowingRequest"> & {
  * Use `create(ListFollowingRequestSchema)` to create a new message.
  */
 export const ListFollowingRequestSchema: GenMessage<ListFollowingRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 9);
+  messageDesc(file_social_v1_social, 13);
+
+/**
+ * aliases.following.list: newest follows first.
+ *
+ * @generated from message social.v1.ListFollowingResponse
+ */
+export type ListFollowingResponse = Message<"social.v1.ListFollowingResponse"> & {
+  /**
+   * @generated from field: repeated social.v1.FollowedAlias aliases = 1;
+   */
+  aliases: FollowedAlias[];
+
+  /**
+   * Present only when the request named limit or offset.
+   *
+   * @generated from field: common.v1.Pagination pagination = 2;
+   */
+  pagination?: Pagination | undefined;
+};
+
+/**
+ * Describes the message social.v1.ListFollowingResponse.
+ * Use `create(ListFollowingResponseSchema)` to create a new message.
+ */
+export const ListFollowingResponseSchema: GenMessage<ListFollowingResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 14);
+
+/**
+ * profile.get.
+ *
+ * @generated from message social.v1.GetProfileResponse
+ */
+export type GetProfileResponse = Message<"social.v1.GetProfileResponse"> & {
+  /**
+   * @generated from field: social.v1.Profile profile = 1;
+   */
+  profile?: Profile | undefined;
+};
+
+/**
+ * Describes the message social.v1.GetProfileResponse.
+ * Use `create(GetProfileResponseSchema)` to create a new message.
+ */
+export const GetProfileResponseSchema: GenMessage<GetProfileResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 15);
 
 /**
  * @generated from message social.v1.UpdateProfileRequest
@@ -278,7 +410,26 @@ export type UpdateProfileRequest = Message<"social.v1.UpdateProfileRequest"> & {
  * Use `create(UpdateProfileRequestSchema)` to create a new message.
  */
 export const UpdateProfileRequestSchema: GenMessage<UpdateProfileRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 10);
+  messageDesc(file_social_v1_social, 16);
+
+/**
+ * profile.update: the profile after the change.
+ *
+ * @generated from message social.v1.UpdateProfileResponse
+ */
+export type UpdateProfileResponse = Message<"social.v1.UpdateProfileResponse"> & {
+  /**
+   * @generated from field: social.v1.Profile profile = 1;
+   */
+  profile?: Profile | undefined;
+};
+
+/**
+ * Describes the message social.v1.UpdateProfileResponse.
+ * Use `create(UpdateProfileResponseSchema)` to create a new message.
+ */
+export const UpdateProfileResponseSchema: GenMessage<UpdateProfileResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 17);
 
 /**
  * @generated from message social.v1.CreateBookmarkRequest
@@ -307,7 +458,7 @@ export type CreateBookmarkRequest = Message<"social.v1.CreateBookmarkRequest"> &
  * Use `create(CreateBookmarkRequestSchema)` to create a new message.
  */
 export const CreateBookmarkRequestSchema: GenMessage<CreateBookmarkRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 11);
+  messageDesc(file_social_v1_social, 18);
 
 /**
  * @generated from message social.v1.DeleteBookmarkRequest
@@ -324,7 +475,7 @@ export type DeleteBookmarkRequest = Message<"social.v1.DeleteBookmarkRequest"> &
  * Use `create(DeleteBookmarkRequestSchema)` to create a new message.
  */
 export const DeleteBookmarkRequestSchema: GenMessage<DeleteBookmarkRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 12);
+  messageDesc(file_social_v1_social, 19);
 
 /**
  * @generated from message social.v1.SetUiStateRequest
@@ -371,7 +522,7 @@ export type SetUiStateRequest = Message<"social.v1.SetUiStateRequest"> & {
  * Use `create(SetUiStateRequestSchema)` to create a new message.
  */
 export const SetUiStateRequestSchema: GenMessage<SetUiStateRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 13);
+  messageDesc(file_social_v1_social, 20);
 
 /**
  * @generated from message social.v1.PlayerCommandRequest
@@ -398,7 +549,7 @@ export type PlayerCommandRequest = Message<"social.v1.PlayerCommandRequest"> & {
  * Use `create(PlayerCommandRequestSchema)` to create a new message.
  */
 export const PlayerCommandRequestSchema: GenMessage<PlayerCommandRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 14);
+  messageDesc(file_social_v1_social, 21);
 
 /**
  * @generated from message social.v1.ReportBugRequest
@@ -457,7 +608,7 @@ export type ReportBugRequest = Message<"social.v1.ReportBugRequest"> & {
  * Use `create(ReportBugRequestSchema)` to create a new message.
  */
 export const ReportBugRequestSchema: GenMessage<ReportBugRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 15);
+  messageDesc(file_social_v1_social, 22);
 
 /**
  * @generated from message social.v1.ListBugsRequest
@@ -479,7 +630,7 @@ export type ListBugsRequest = Message<"social.v1.ListBugsRequest"> & {
  * Use `create(ListBugsRequestSchema)` to create a new message.
  */
 export const ListBugsRequestSchema: GenMessage<ListBugsRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 16);
+  messageDesc(file_social_v1_social, 23);
 
 /**
  * SocialService owns publish aliases and follows, profiles, bookmarks, the tag vocabulary,
@@ -494,7 +645,7 @@ export const SocialService: GenService<{
   createAlias: {
     methodKind: "unary";
     input: typeof CreateAliasRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof CreateAliasResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.ListAliases
@@ -502,7 +653,7 @@ export const SocialService: GenService<{
   listAliases: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof ListAliasesResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.FollowAlias
@@ -510,7 +661,7 @@ export const SocialService: GenService<{
   followAlias: {
     methodKind: "unary";
     input: typeof AliasRefRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof FollowAliasResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.UnfollowAlias
@@ -518,7 +669,7 @@ export const SocialService: GenService<{
   unfollowAlias: {
     methodKind: "unary";
     input: typeof AliasRefRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof UnfollowAliasResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.ListFollowing
@@ -526,7 +677,7 @@ export const SocialService: GenService<{
   listFollowing: {
     methodKind: "unary";
     input: typeof ListFollowingRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof ListFollowingResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.GetTagVocabulary
@@ -542,7 +693,7 @@ export const SocialService: GenService<{
   getProfile: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof GetProfileResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.UpdateProfile
@@ -550,7 +701,7 @@ export const SocialService: GenService<{
   updateProfile: {
     methodKind: "unary";
     input: typeof UpdateProfileRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof UpdateProfileResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.CreateBookmark

@@ -1,0 +1,57 @@
+/**
+ * The social service's views as the typed messages of the contract (social.v1 resources). The
+ * shapes differ on purpose and the encoders keep them: an Alias always has created_at, a Handle
+ * has created_at only for aliases (the primary username has no such key), a FollowedAlias has a
+ * handle that is null when the followed alias or user no longer exists.
+ */
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { PaginationSchema } from "@cms/contracts/common/v1/common_pb";
+import type { AliasSchema, FollowedAliasSchema, HandleSchema, ProfileSchema } from "@cms/contracts/social/v1/resources_pb";
+import type { Page } from "../domain/aliases.js";
+import type { AliasView, FollowedView, HandleView, ProfileView } from "../social.js";
+
+const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
+
+export function aliasMessage(a: AliasView): MessageInitShape<typeof AliasSchema> {
+  return { id: a.id, handle: a.handle, createdAt: timestampFromDate(a.created_at), isPrimary: a.is_primary };
+}
+
+export function handleMessage(h: HandleView): MessageInitShape<typeof HandleSchema> {
+  return {
+    id: h.id,
+    handle: h.handle,
+    isPrimary: h.is_primary,
+    isDefault: h.is_default,
+    createdAt: h.created_at ? timestampFromDate(h.created_at) : undefined,
+  };
+}
+
+export function followedAliasMessage(f: FollowedView): MessageInitShape<typeof FollowedAliasSchema> {
+  return {
+    id: f.id,
+    handle: opt(f.handle),
+    ownerUserId: f.owner_user_id,
+    isPrimary: f.is_primary,
+    followedAt: timestampFromDate(f.followed_at),
+  };
+}
+
+export function profileMessage(p: ProfileView): MessageInitShape<typeof ProfileSchema> {
+  return {
+    userId: p.user_id,
+    username: p.username,
+    displayName: opt(p.display_name),
+    bio: opt(p.bio),
+    availableTags: p.available_tags,
+    aliases: p.aliases.map(handleMessage),
+    defaultAliasId: opt(p.default_alias_id),
+    followersCount: BigInt(p.followers_count),
+    followingCount: BigInt(p.following_count),
+  };
+}
+
+/** aliases.following.list pages only when the request named limit or offset. */
+export function followingPagination(page: Page, total: number): MessageInitShape<typeof PaginationSchema> | undefined {
+  return page.explicit ? { limit: page.limit, offset: page.offset, total: BigInt(total) } : undefined;
+}
