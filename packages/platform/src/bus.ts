@@ -62,6 +62,8 @@ export interface BusTransport {
   subscribe(name: string, type: string, handler: EventHandler): Promise<void>;
   broadcast(type: string, payload: Record<string, unknown>): void;
   onBroadcast(type: string, handler: (payload: Record<string, unknown>) => void): Promise<void>;
+  /** Whether events can be published now (NATS connected; always for the in-process bus). */
+  connected(): boolean;
   close(): Promise<void>;
 }
 
@@ -92,6 +94,7 @@ export function createLocalTransport(log: Logger): BusTransport {
     async onBroadcast(type, handler) {
       emitter.on(type, handler);
     },
+    connected: () => true,
     async close() {
       emitter.removeAllListeners();
     },
@@ -118,6 +121,14 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
   }
   const js = jetstream(nc);
   const consumers: Array<{ stop(): void }> = [];
+  // Follows the connection's status events (readiness reports NOT_SERVING while disconnected).
+  let isConnected = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect") isConnected = false;
+      else if (s.type === "reconnect") isConnected = true;
+    }
+  })().catch(() => {});
   // This transport's broadcast handlers, and the id that marks its own broadcasts on the wire.
   const localBroadcast = new Map<string, Array<(payload: Record<string, unknown>) => void>>();
   const origin = randomUUID();
@@ -193,6 +204,7 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
       // revocation broadcast sent right after start-up is not missed.
       await nc.flush();
     },
+    connected: () => isConnected && !nc.isClosed(),
     async close() {
       closing = true;
       for (const c of consumers) c.stop();

@@ -5,7 +5,7 @@
  */
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import { createClient, createRouterTransport, type ConnectRouter, type Transport } from "@connectrpc/connect";
+import { createClient, createConnectRouter, createRouterTransport, type ConnectRouter, type Transport } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Knex } from "knex";
@@ -23,6 +23,9 @@ import { assertCalls, authenticateCalls } from "./authn.js";
 import { createTokenResolver } from "./tokens.js";
 import { EVENTS } from "./events.js";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { Health } from "@cms/contracts/grpc/health/v1/health_pb";
+import { createHealth, followReadiness } from "./health.js";
+import { reflectionRoutes } from "./reflection.js";
 import type { Clients, ServiceBus, ServiceContext, ServiceInstance, ServiceModule } from "./module.js";
 
 /** The gateway is a module too, but it serves HTTP to the outside instead of Connect routes. */
@@ -200,8 +203,18 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     }
 
     let serviceUrl: string | undefined;
+    let health: ReturnType<typeof createHealth> | undefined;
     if (split && config.target !== "gateway" && !opts.headless) {
-      const handler = connectNodeAdapter({ routes: allRoutes, interceptors: incoming });
+      // The services this port serves, as their routes register them.
+      const probe = createConnectRouter();
+      allRoutes(probe);
+      const served = [...new Map(probe.handlers.map((h) => [h.service.typeName, h.service])).values()];
+      health = createHealth(served.map((s) => s.typeName));
+      const reflection = reflectionRoutes([...served, Health]);
+      const handler = connectNodeAdapter({
+        routes: (r) => { allRoutes(r); health!.routes(r); reflection(r); },
+        interceptors: incoming,
+      });
       const server = http2.createServer((req, res) => {
         if (req.url === "/healthz") { res.writeHead(200, { "content-type": "text/plain" }); res.end("ok"); return; }
         handler(req, res);
@@ -226,6 +239,15 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     for (const relay of relays) {
       relay.start();
       cleanup.push(() => relay.stop());
+    }
+    if (health) {
+      // Ready once migrated and started; then as long as the database and the bus answer.
+      const stopFollowing = followReadiness(health, async () => {
+        if (!transport.connected()) return false;
+        for (const db of dbs.values()) await db.raw("SELECT 1").timeout(2000);
+        return true;
+      });
+      cleanup.unshift(async () => stopFollowing());
     }
 
     let url: string | undefined;

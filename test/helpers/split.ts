@@ -1,0 +1,214 @@
+/**
+ * A whole system in split mode for tests: every service target in its own process
+ * (`--target=<t>`), gateways in front, Connect over HTTP/2 between them, one fresh PostgreSQL
+ * database, NATS JetStream stream and S3 bucket (when the run has one), removed by stop().
+ * Needs real backends (DATABASE_URL and NATS_URL, as test/with-backends.ts sets them).
+ */
+import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { generateCallerKeyPem } from "@cms/platform";
+import { API_KEY, freshDatabase } from "./system.js";
+
+export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+const MAIN = "packages/server/src/main.ts";
+const ADMIN = "packages/server/src/admin-cli.ts";
+export const SERVICES = ["auth", "collections", "media", "social", "webhooks"] as const;
+export type ServiceTarget = (typeof SERVICES)[number];
+const READY_TIMEOUT_MS = 90_000;
+export const EXIT_TIMEOUT_MS = 20_000;
+
+export const splitEnabled = Boolean(process.env.DATABASE_URL && process.env.NATS_URL);
+
+/** Configuration variables the split system sets itself; inherited values of them are dropped. */
+const CONFIG_VARS = [
+  "TARGET", "HOST", "PORT", "DATA_DIR", "DATABASE_URL", "DB_POOL_MAX", "NATS_URL", "NATS_STREAM", "NATS_SUBJECT_PREFIX",
+  "BASE_URL", "APP_URL", "MCP_URL", "GATEWAY_API_KEYS", "RATE_LIMIT_PER_MINUTE", "LOG_LEVEL", "SERVICE_PORT",
+  "AUTH_URL", "COLLECTIONS_URL", "MEDIA_URL", "SOCIAL_URL", "WEBHOOKS_URL", "TOKEN_CACHE_MS", "MAX_BODY_BYTES", "GRANT_SECRET",
+  "CALLER_SIGNING_KEY", "CALLER_VERIFY_KEYS",
+  "S3_ENDPOINT", "S3_BUCKET", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_FORCE_PATH_STYLE", "S3_PUBLIC_ENDPOINT",
+];
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  output: string[];
+  ready: Promise<string>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  done: boolean;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => resolvePort(typeof addr === "object" && addr ? addr.port : 0));
+    });
+  });
+}
+
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !CONFIG_VARS.includes(k)) env[k] = v;
+  return env;
+}
+
+/** Spawns one target; `ready` resolves with its ready line once main.ts logs it. */
+export function startTarget(name: string, target: string, env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, ["--import", "tsx", MAIN, `--target=${target}`], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  const output: string[] = [];
+  const proc = { name, child, output, done: false } as Proc;
+  proc.exited = new Promise((res) => child.once("exit", (code, signal) => { proc.done = true; res({ code, signal }); }));
+  proc.ready = new Promise<string>((res, rej) => {
+    const expected = target === "gateway" ? /^listening on / : new RegExp(`^serving ${target} on `);
+    let buf = "";
+    const onLine = (line: string) => {
+      output.push(line);
+      if (output.length > 400) output.shift();
+      try {
+        const msg = JSON.parse(line).msg;
+        if (typeof msg === "string" && expected.test(msg)) res(msg);
+      } catch { /* not a JSON log line */ }
+    };
+    child.stdout!.on("data", (d: Buffer) => {
+      buf += d.toString("utf8");
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) { onLine(buf.slice(0, i)); buf = buf.slice(i + 1); }
+    });
+    child.stderr!.on("data", (d: Buffer) => { for (const l of d.toString("utf8").split("\n")) if (l) { output.push(`[stderr] ${l}`); if (output.length > 400) output.shift(); } });
+    void proc.exited.then(({ code, signal }) => rej(new Error(`${name} exited before it was ready (code ${code}, signal ${signal})`)));
+    setTimeout(() => rej(new Error(`${name} did not log its ready line within ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS).unref();
+  });
+  proc.ready.catch(() => {});
+  return proc;
+}
+
+/** Runs the admin CLI and parses the JSON object it prints. */
+export function admin(env: Record<string, string>, args: string[]): Promise<Record<string, any>> {
+  return new Promise((res, rej) => {
+    execFile(process.execPath, ["--import", "tsx", ADMIN, ...args], { cwd: ROOT, env, timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) { rej(new Error(`admin ${args.join(" ")} failed: ${err.message}\n${stderr}`)); return; }
+      try { res(JSON.parse(stdout.trim().split("\n").pop()!)); } catch { rej(new Error(`admin ${args.join(" ")} printed no JSON: ${stdout}\n${stderr}`)); }
+    });
+  });
+}
+
+export async function call(gatewayUrl: string, token: string | undefined, body: Record<string, unknown>) {
+  const headers: Record<string, string> = { "content-type": "application/json", apikey: API_KEY };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(`${gatewayUrl}/functions/v1/thirdparty-v1`, { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+  const text = await res.text();
+  let parsed: any;
+  try { parsed = JSON.parse(text); } catch { parsed = { raw: text }; }
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+export interface SplitSystem {
+  id: string;
+  /** Environment every process shares (plus its own SERVICE_PORT or PORT). */
+  env: Record<string, string>;
+  /** Environment for the admin CLI. */
+  cliEnv: Record<string, string>;
+  gateways: string[];
+  /** host:port of each service's Connect/gRPC port. */
+  servicePorts: Record<ServiceTarget, number>;
+  procs: Proc[];
+  /** Last lines of every process's output, for failure messages. */
+  diagnostics(): string;
+  /** Starts a service target again (after it was stopped or killed); resolves once ready. */
+  restart(service: ServiceTarget): Promise<void>;
+  /** A user and an access token (all scopes unless given) through the admin CLI. */
+  user(name: string, scopes?: string): Promise<{ userId: string; username: string; token: string }>;
+  stop(): Promise<void>;
+}
+
+export async function startSplitSystem(opts: { gateways?: number; env?: Record<string, string> } = {}): Promise<SplitSystem> {
+  const id = randomBytes(4).toString("hex");
+  const procs: Proc[] = [];
+  const dataDir = mkdtempSync(join(tmpdir(), "cms-split-"));
+  chmodSync(dataDir, 0o755);
+  const db = await freshDatabase(process.env.DATABASE_URL!);
+  const stream = `CMS_SPLIT_${id}`;
+  const servicePorts = {} as Record<ServiceTarget, number>;
+  for (const s of SERVICES) servicePorts[s] = await freePort();
+  const gatewayPorts: number[] = [];
+  for (let i = 0; i < (opts.gateways ?? 1); i++) gatewayPorts.push(await freePort());
+  const env: Record<string, string> = {
+    ...baseEnv(),
+    HOST: "127.0.0.1",
+    DATABASE_URL: db.url,
+    NATS_URL: process.env.NATS_URL!,
+    NATS_STREAM: stream,
+    NATS_SUBJECT_PREFIX: `cmssplit.${id}`,
+    DATA_DIR: dataDir,
+    GATEWAY_API_KEYS: API_KEY,
+    // Grants and caller assertions signed by one process verify in another only with shared keys.
+    GRANT_SECRET: randomBytes(32).toString("base64url"),
+    CALLER_SIGNING_KEY: generateCallerKeyPem().privateKey,
+    // main.ts logs its ready line at info; at warn there would be nothing to wait for.
+    LOG_LEVEL: "info",
+    OTEL_SDK_DISABLED: "true",
+    ...opts.env,
+  };
+  for (const s of SERVICES) env[`${s.toUpperCase()}_URL`] = `http://127.0.0.1:${servicePorts[s]}`;
+  if (process.env.S3_ENDPOINT) {
+    for (const k of ["S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_FORCE_PATH_STYLE"]) {
+      if (process.env[k]) env[k] = process.env[k]!;
+    }
+    env.S3_BUCKET = `cms-split-${id}`;
+  }
+  const cliEnv = { ...env, LOG_LEVEL: "warn" };
+  const diagnostics = () => procs.map((p) => `--- ${p.name} (exited: ${p.done}) ---\n${p.output.slice(-40).join("\n")}`).join("\n");
+  const startService = (s: ServiceTarget) => startTarget(s, s, { ...env, SERVICE_PORT: String(servicePorts[s]) });
+
+  const stop = async () => {
+    for (const p of procs) if (!p.done) p.child.kill("SIGKILL");
+    await Promise.all(procs.map((p) => Promise.race([p.exited, sleep(5000)])));
+    await db.drop().catch(() => {});
+    try {
+      const { connect } = await import("@nats-io/transport-node");
+      const { jetstreamManager } = await import("@nats-io/jetstream");
+      const nc = await connect({ servers: process.env.NATS_URL, timeout: 5000 });
+      await (await jetstreamManager(nc)).streams.delete(stream).catch(() => {});
+      await nc.close();
+    } catch { /* the stream goes with the server's own retention otherwise */ }
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+
+  try {
+    // Services first, then the gateways one after the other (each migrates the gateway schema).
+    for (const s of SERVICES) procs.push(startService(s));
+    await Promise.all(procs.map((p) => p.ready));
+    for (const [i, port] of gatewayPorts.entries()) {
+      const gw = startTarget(`gateway-${i}`, "gateway", { ...env, PORT: String(port) });
+      procs.push(gw);
+      await gw.ready;
+    }
+  } catch (err) {
+    const message = `${(err as Error).message}\n${diagnostics()}`;
+    await stop();
+    throw new Error(message);
+  }
+
+  return {
+    id, env, cliEnv, procs, servicePorts, diagnostics, stop,
+    gateways: gatewayPorts.map((p) => `http://127.0.0.1:${p}`),
+    async restart(service) {
+      const p = startService(service);
+      procs.push(p);
+      await p.ready;
+    },
+    async user(name, scopes) {
+      const u = await admin(cliEnv, ["user", "create", `${name}_${id}`, "--plan", "paid"]);
+      const t = await admin(cliEnv, ["token", "mint", u.username, ...(scopes === undefined ? [] : ["--scopes", scopes])]);
+      return { userId: u.user_id, username: u.username, token: t.access_token };
+    },
+  };
+}
