@@ -22,6 +22,7 @@ import { actAsKey, authorizeOperation, principalKey, type Principal } from "./ca
 import { ownerOf } from "./config.js";
 import { AppError } from "./errors.js";
 import type { TokenResolver } from "./tokens.js";
+import { inUnitOfWork } from "./unit-of-work.js";
 
 /** The call being handled in this async context: its principal and the service handling it. */
 const handling = new AsyncLocalStorage<{ principal: Principal; service: string }>();
@@ -72,6 +73,10 @@ export function authenticateCalls(opts: { verifier: AssertionVerifier; tokens?: 
 
 export function assertCalls(opts: { signer: AssertionSigner; identity: string }): Interceptor {
   return (next) => async (req) => {
+    if (inUnitOfWork()) {
+      // A bug, not a request error: commit first, then call (or continue through the outbox).
+      throw new Error(`${req.service.typeName}/${req.method.name} called inside a unit of work; remote calls must not hold a database transaction open`);
+    }
     const current = handling.getStore();
     const service = current?.service ?? opts.identity;
     const explicit = req.contextValues.get(actAsKey);

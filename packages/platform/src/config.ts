@@ -58,6 +58,8 @@ export interface Config {
   tokenCacheMs: number;
   /** Port a single service target listens on for Connect (HTTP/2 cleartext). */
   servicePort: number;
+  /** SERVICE_PORT was set: the all-in-one process serves every service's port too (internal callers, grpcurl). */
+  servicePortRequested: boolean;
   /** Where the gateway and other services reach each service in split mode. */
   serviceUrls: Record<ServiceName, string>;
   /** Secret that signs upload/download grants embedded in URLs. */
@@ -170,6 +172,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     maxBodyBytes: int(env, "MAX_BODY_BYTES", 16 * 1024 * 1024, 1024),
     tokenCacheMs: int(env, "TOKEN_CACHE_MS", 2000),
     servicePort,
+    servicePortRequested: Boolean(env.SERVICE_PORT),
     serviceUrls,
     grantSecret: env.GRANT_SECRET || undefined,
     callerSigningKey: env.CALLER_SIGNING_KEY || undefined,

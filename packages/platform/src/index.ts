@@ -10,6 +10,8 @@ export * from "./assertions.js";
 export * from "./tokens.js";
 export * from "./ttl-cache.js";
 export * from "./authn.js";
+export * from "./unit-of-work.js";
+export * from "./health.js";
 export * from "./rpc.js";
 export * from "./module.js";
 export * from "./result.js";

@@ -204,7 +204,10 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
 
     let serviceUrl: string | undefined;
     let health: ReturnType<typeof createHealth> | undefined;
-    if (split && config.target !== "gateway" && !opts.headless) {
+    // A service target serves its port; the all-in-one process serves all of them on one port
+    // when SERVICE_PORT asks for it (internal callers and gRPC tools on a single machine).
+    const servesPort = !opts.headless && (split ? config.target !== "gateway" : config.servicePortRequested);
+    if (servesPort) {
       // The services this port serves, as their routes register them.
       const probe = createConnectRouter();
       allRoutes(probe);

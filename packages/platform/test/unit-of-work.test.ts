@@ -1,0 +1,82 @@
+/**
+ * The unit of work: stores bound to one transaction, events in the outbox with the state change,
+ * the relay woken after the commit only, nothing left by a rollback, and no remote call inside.
+ */
+import test from "ava";
+import { randomBytes } from "node:crypto";
+import type { Knex } from "knex";
+import { createRouterTransport, createClient } from "@connectrpc/connect";
+import { SocialService } from "@cms/contracts/social/v1/social_pb";
+import { freshDatabase } from "../../../test/helpers/system.ts";
+import { createDb, migrate } from "../src/db.ts";
+import { serviceMigrations } from "../src/bus.ts";
+import { createUnitOfWork, inUnitOfWork, type Queryable } from "../src/unit-of-work.ts";
+import { assertCalls } from "../src/authn.ts";
+
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+let database: { url: string; drop(): Promise<void> };
+let db: Knex;
+
+test.before(async () => {
+  database = await freshDatabase(adminUrl);
+  const schema = `uow_${randomBytes(4).toString("hex")}`;
+  db = createDb(database.url, schema, 4);
+  await migrate(db, schema, serviceMigrations([["0001_notes", { async up(k) { await k.schema.createTable("notes", (t) => { t.increments("id"); t.text("body"); }); } }]]));
+});
+test.after.always(async () => {
+  await db?.destroy();
+  await database?.drop();
+});
+
+/** A store over whatever query runner the unit hands it. */
+const notesStore = (q: Queryable) => ({
+  add: async (body: string) => (await q("notes").insert({ body }).returning("id"))[0].id as number,
+  count: async () => Number((await q("notes").count<{ n: number }[]>("* as n"))[0]!.n),
+});
+
+test.serial("a committed unit writes its rows and events together and wakes the relay once, after the commit", async (t) => {
+  let notified = 0;
+  const uow = createUnitOfWork(db, notesStore, { notify: () => { notified++; } });
+  const before = Number((await db("outbox").count<{ n: number }[]>("* as n"))[0]!.n);
+  const id = await uow(async (notes, events) => {
+    t.true(inUnitOfWork());
+    const n = await notes.add("hello");
+    await events.emit("note.added", { id: n });
+    await events.emit("note.added", { id: n, again: true });
+    t.is(notified, 0, "not before the commit");
+    return n;
+  });
+  t.false(inUnitOfWork());
+  t.is(notified, 1);
+  t.truthy(await db("notes").where({ id }).first());
+  t.is(Number((await db("outbox").count<{ n: number }[]>("* as n"))[0]!.n), before + 2);
+  const quiet = createUnitOfWork(db, notesStore, { notify: () => { t.fail("no events, no wake-up"); } });
+  await quiet(async (notes) => notes.count());
+});
+
+test.serial("a failed unit leaves neither rows nor events", async (t) => {
+  const uow = createUnitOfWork(db, notesStore, { notify: () => t.fail("a rollback wakes nobody") });
+  const before = { notes: await notesStore(db).count(), outbox: Number((await db("outbox").count<{ n: number }[]>("* as n"))[0]!.n) };
+  await t.throwsAsync(uow(async (notes, events) => {
+    await notes.add("lost");
+    await events.emit("note.added", {});
+    throw new Error("boom");
+  }), { message: "boom" });
+  t.is(await notesStore(db).count(), before.notes);
+  t.is(Number((await db("outbox").count<{ n: number }[]>("* as n"))[0]!.n), before.outbox);
+});
+
+test("a call to another service inside a unit of work is refused before it leaves", async (t) => {
+  let reached = false;
+  const transport = createRouterTransport((r) => r.service(SocialService, { async resolveHandle() { reached = true; return { found: false }; } }), {
+    transport: { interceptors: [assertCalls({ signer: { sign: async () => "x" }, identity: "test" })] },
+  });
+  const social = createClient(SocialService, transport);
+  const uow = createUnitOfWork(db, notesStore, { notify() {} });
+  await t.throwsAsync(uow(async () => social.resolveHandle({ handle: "x" })), { message: /inside a unit of work/ });
+  t.false(reached);
+  // After the commit the same call goes through.
+  await uow(async (notes) => notes.count());
+  await social.resolveHandle({ handle: "x" });
+  t.true(reached);
+});
