@@ -7,9 +7,10 @@ import {
 import type { CollectionRow } from "../domain/collection-json.js";
 import { emitUpdated, findCollection, ownedCollection, type Db, type Deps } from "./deps.js";
 
-type Status = "pending" | "accepted" | "declined";
+export type Status = "pending" | "accepted" | "declined";
 
-interface CollaboratorRow extends Permissions {
+/** A row of collaborators: an invite, or (accepted) a collaborator. */
+export interface CollaboratorRow extends Permissions {
   collection_id: number;
   user_id: string;
   inviter_user_id: string;
@@ -21,21 +22,6 @@ interface CollaboratorRow extends Permissions {
 const COLUMNS = ["collection_id", "user_id", "inviter_user_id", "status", "can_upload", "can_edit", "can_delete", "created_at", "responded_at"];
 const DAY_MS = 24 * 3_600_000;
 const KIND = "collaborators_changed";
-
-function inviteJson(r: CollaboratorRow, extra: Record<string, unknown> = {}) {
-  return {
-    collection_id: Number(r.collection_id),
-    user_id: r.user_id,
-    inviter_user_id: r.inviter_user_id,
-    status: r.status,
-    can_upload: r.can_upload,
-    can_edit: r.can_edit,
-    can_delete: r.can_delete,
-    created_at: r.created_at,
-    responded_at: r.responded_at,
-    ...extra,
-  };
-}
 
 /** user id to username, in one auth call; unknown ids are left out. */
 async function usernamesOf(deps: Deps, userIds: string[]): Promise<Map<string, string>> {
@@ -51,7 +37,8 @@ function locked(db: Db, collectionId: number, userId: string) {
 
 // ---- invite ----------------------------------------------------------------------------------
 
-export async function inviteCollaborator(deps: Deps, caller: Caller, collectionId: number, username: string, flags: PermissionPatch) {
+/** The invite (new, or a pending one with updated flags) and the invited user's username. */
+export async function inviteCollaborator(deps: Deps, caller: Caller, collectionId: number, username: string, flags: PermissionPatch): Promise<{ row: CollaboratorRow; username: string }> {
   const check = (row: CollectionRow) => {
     if (!acceptsInvites(row.share_access_level)) {
       throw new AppError("invalid_request", `Collection ${collectionId} has share_access_level ${row.share_access_level}; invites need restricted or private.`, { field: "collection_id" });
@@ -100,12 +87,13 @@ export async function inviteCollaborator(deps: Deps, caller: Caller, collectionI
     return next!;
   });
   deps.ctx.bus.flush();
-  return { invite: inviteJson(row, { username: found.username }) };
+  return { row, username: found.username };
 }
 
 // ---- accept / decline ------------------------------------------------------------------------
 
-export async function respondToInvite(deps: Deps, caller: Caller, collectionId: number, inviterUserId: string, answer: "accepted" | "declined") {
+/** The answered invite, the caller's username and the collection's name. */
+export async function respondToInvite(deps: Deps, caller: Caller, collectionId: number, inviterUserId: string, answer: "accepted" | "declined"): Promise<{ row: CollaboratorRow; username: string; collectionName: string }> {
   const missing = () => new AppError("not_found", `No pending invite to collection ${collectionId} from ${inviterUserId} for the caller.`);
   const { row, col } = await deps.db.transaction(async (trx) => {
     const col = await findCollection(trx, collectionId, { forUpdate: true });
@@ -118,7 +106,7 @@ export async function respondToInvite(deps: Deps, caller: Caller, collectionId: 
     return { row: next!, col };
   });
   deps.ctx.bus.flush();
-  return { invite: inviteJson(row, { username: caller.username, collection_name: col.name }) };
+  return { row, username: caller.username, collectionName: col.name };
 }
 
 // ---- lists -----------------------------------------------------------------------------------
@@ -132,39 +120,27 @@ function pendingJoined(db: Db) {
     .orderBy([{ column: "k.created_at", order: "desc" }, { column: "k.collection_id" }]);
 }
 
-export async function listSentInvites(deps: Deps, caller: Caller) {
+/** Pending invites the caller sent; username null when auth does not know the user. */
+export async function listSentInvites(deps: Deps, caller: Caller): Promise<Array<{ row: CollaboratorRow; username: string | null; collectionName: string }>> {
   const rows = (await pendingJoined(deps.db).where({ "k.inviter_user_id": caller.userId })) as Joined[];
   const names = await usernamesOf(deps, rows.map((r) => r.user_id));
-  return {
-    invites: rows.map((r) => inviteJson(r, { username: names.get(r.user_id) ?? null, collection_name: r.collection_name })),
-  };
+  return rows.map((r) => ({ row: r, username: names.get(r.user_id) ?? null, collectionName: r.collection_name }));
 }
 
-export async function listReceivedInvites(deps: Deps, caller: Caller) {
+/** Pending invites the caller received; inviterUsername null when auth does not know the user. */
+export async function listReceivedInvites(deps: Deps, caller: Caller): Promise<Array<{ row: CollaboratorRow; collectionName: string; inviterUsername: string | null }>> {
   const rows = (await pendingJoined(deps.db).where({ "k.user_id": caller.userId })) as Joined[];
   const names = await usernamesOf(deps, rows.map((r) => r.inviter_user_id));
-  return {
-    invites: rows.map((r) => inviteJson(r, {
-      collection_name: r.collection_name, inviter_username: names.get(r.inviter_user_id) ?? null,
-    })),
-  };
+  return rows.map((r) => ({ row: r, collectionName: r.collection_name, inviterUsername: names.get(r.inviter_user_id) ?? null }));
 }
 
-export async function listCollaborators(deps: Deps, caller: Caller, collectionId: number) {
+/** Accepted collaborators with their usernames (null when auth does not know the user). */
+export async function listCollaborators(deps: Deps, caller: Caller, collectionId: number): Promise<Array<{ row: CollaboratorRow; username: string | null }>> {
   await ownedCollection(deps.db, collectionId, caller);
   const rows = (await deps.db("collaborators").where({ collection_id: collectionId, status: "accepted" })
     .select(COLUMNS).orderBy([{ column: "responded_at" }, { column: "user_id" }])) as CollaboratorRow[];
   const names = await usernamesOf(deps, rows.map((r) => r.user_id));
-  return {
-    collaborators: rows.map((r) => ({
-      user_id: r.user_id,
-      username: names.get(r.user_id) ?? null,
-      can_upload: r.can_upload,
-      can_edit: r.can_edit,
-      can_delete: r.can_delete,
-      accepted_at: r.responded_at,
-    })),
-  };
+  return rows.map((r) => ({ row: r, username: names.get(r.user_id) ?? null }));
 }
 
 // ---- revoke / update permissions -------------------------------------------------------------
@@ -173,7 +149,8 @@ function noCollaborator(collectionId: number, userId: string): AppError {
   return new AppError("not_found", `User ${userId} is neither a collaborator on nor invited to collection ${collectionId}.`);
 }
 
-export async function revokeCollaborator(deps: Deps, caller: Caller, collectionId: number, userId: string) {
+/** Removes a collaborator or cancels a pending invite; the status it had. */
+export async function revokeCollaborator(deps: Deps, caller: Caller, collectionId: number, userId: string): Promise<{ previousStatus: Status; collectionId: number; userId: string }> {
   const previous = await deps.db.transaction(async (trx) => {
     const col = await ownedCollection(trx, collectionId, caller, { forUpdate: true });
     const cur = await locked(trx, collectionId, userId);
@@ -183,10 +160,11 @@ export async function revokeCollaborator(deps: Deps, caller: Caller, collectionI
     return cur.status;
   });
   deps.ctx.bus.flush();
-  return { removed: true, previous_status: previous, collection_id: collectionId, user_id: userId };
+  return { previousStatus: previous, collectionId, userId };
 }
 
-export async function updateCollaboratorPermissions(deps: Deps, caller: Caller, collectionId: number, userId: string, patch: PermissionPatch) {
+/** The collaborator's (or invited user's) row with the resulting flags. */
+export async function updateCollaboratorPermissions(deps: Deps, caller: Caller, collectionId: number, userId: string, patch: PermissionPatch): Promise<CollaboratorRow> {
   // Validate the body before anything else: no flag sent is a malformed request.
   mergePermissions({ can_upload: false, can_edit: false, can_delete: false }, patch);
   const row = await deps.db.transaction(async (trx) => {
@@ -200,9 +178,5 @@ export async function updateCollaboratorPermissions(deps: Deps, caller: Caller, 
     return updated!;
   });
   deps.ctx.bus.flush();
-  const permissions = { can_upload: row.can_upload, can_edit: row.can_edit, can_delete: row.can_delete };
-  return {
-    collaborator: { collection_id: collectionId, user_id: row.user_id, status: row.status, ...permissions },
-    permissions,
-  };
+  return row;
 }

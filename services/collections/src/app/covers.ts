@@ -4,7 +4,7 @@
  * thumbnail stored under the collection's key space. get_upload_url mints the PUT targets.
  */
 import { AppError, ObjectTooLargeError, coverImages, fetchImageFor, freshCoverKeys, freshStoreKey, readObject, isStoreKey, objectKeyOf, isRasterImage, processImageFor, type Caller } from "@cms/platform";
-import { mintUploadTargets } from "@cms/platform/upload-urls";
+import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
 import type { Deps } from "./deps.js";
 
 const MAX_COVER_BYTES = 20 * 1024 * 1024;
@@ -48,15 +48,15 @@ const EXTENSIONS: Record<string, string> = {
 };
 
 
-export async function coverUploadUrl(deps: Deps, caller: Caller, collectionId: number, contentType: string, contentLength: number, filename?: string) {
+/** The PUT targets of a cover upload (max_bytes: the cover limit) and what to do next. */
+export async function coverUploadUrl(deps: Deps, caller: Caller, collectionId: number, contentType: string, contentLength: number, filename?: string): Promise<{ targets: UploadTargets; nextStep: string }> {
   const type = contentType.toLowerCase();
   if (!isRasterImage(type)) throw new AppError("invalid_request", "A cover must be a raster image (image/jpeg, image/png, image/webp, image/gif, image/avif).", { field: "content_type" });
   if (contentLength > COVER_UPLOAD_MAX_BYTES) throw new AppError("invalid_request", `content_length exceeds ${COVER_UPLOAD_MAX_BYTES} bytes.`, { field: "content_length" });
   const storeKey = freshStoreKey(caller.userId, collectionId, filename, `cover.${EXTENSIONS[type] ?? "bin"}`);
   const targets = await mintUploadTargets(deps.ctx, { storeKey, contentType: type, contentLength, userId: caller.userId });
   return {
-    ...targets,
-    max_bytes: COVER_UPLOAD_MAX_BYTES,
-    next_step: "PUT the bytes (no Authorization header), then call collections.update with thumbnail_url set to store_key.",
+    targets: { ...targets, max_bytes: COVER_UPLOAD_MAX_BYTES },
+    nextStep: "PUT the bytes (no Authorization header), then call collections.update with thumbnail_url set to store_key.",
   };
 }

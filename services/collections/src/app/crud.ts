@@ -1,6 +1,6 @@
 /** Creating, reading, updating and exporting collections. */
 import { AppError, isUniqueViolation, requireScope, type Caller } from "@cms/platform";
-import { COLLECTION_COLUMNS, collectionJson, parseFields, selectFields, shareUrl, SELECTABLE_FIELDS, type CollectionRow } from "../domain/collection-json.js";
+import { COLLECTION_COLUMNS, parseFields, shareUrl, SELECTABLE_FIELDS, type CollectionRow, type ViewerPermissions } from "../domain/collection-json.js";
 import { decideUpdateVisibility, normalizePlaybackPrefs, normalizeSlug, normalizeTags, toCsv, type AccessLevel } from "../domain/rules.js";
 import { EXPORT_COLUMNS, exportCells } from "../domain/export.js";
 import { duplicateName, emitUpdated, orphanObjects, findCollection, membership, notFound, ownedCollection, permissionsOf, readableCollection, type Deps } from "./deps.js";
@@ -21,7 +21,8 @@ export interface CreateInput {
   linkDescription?: string;
 }
 
-export async function createCollection(deps: Deps, caller: Caller, input: CreateInput) {
+/** The created collection; linkMediaId is its link row in the parent (sub-collections only). */
+export async function createCollection(deps: Deps, caller: Caller, input: CreateInput): Promise<{ row: CollectionRow; linkMediaId?: number }> {
   const { db } = deps;
   if (input.parentId !== undefined) requireScope(caller, "media:write", "to create a sub-collection (its link row is a media item of the parent)");
   if (input.searchable === true) {
@@ -87,7 +88,7 @@ export async function createCollection(deps: Deps, caller: Caller, input: Create
     throw err;
   }
   deps.ctx.bus.flush();
-  return { collection: collectionJson(created, deps.appUrl), ...(linkMediaId !== undefined ? { link_media_id: linkMediaId } : {}) };
+  return { row: created, linkMediaId };
 }
 
 export interface UpdateInput {
@@ -105,7 +106,7 @@ export interface UpdateInput {
   playbackPrefs?: unknown;
 }
 
-export async function updateCollection(deps: Deps, caller: Caller, id: number, input: UpdateInput) {
+export async function updateCollection(deps: Deps, caller: Caller, id: number, input: UpdateInput): Promise<CollectionRow> {
   const { db } = deps;
   // Ownership before any work on the caller's behalf (a cover fetch, an alias lookup); the
   // transaction checks again under the row lock.
@@ -163,7 +164,7 @@ export async function updateCollection(deps: Deps, caller: Caller, id: number, i
       return next!;
     });
     deps.ctx.bus.flush();
-    return { collection: collectionJson(row, deps.appUrl) };
+    return row;
   } catch (err) {
     if (isUniqueViolation(err)) throw duplicateName(input.name ?? "", before.parent_id === null ? null : Number(before.parent_id));
     throw err;
@@ -177,13 +178,14 @@ async function countView(deps: Deps, row: CollectionRow, readerId: string | unde
   }
 }
 
-export async function getCollection(deps: Deps, caller: Caller, id: number) {
+/** The collection and what the caller may do on it. */
+export async function getCollection(deps: Deps, caller: Caller, id: number): Promise<{ row: CollectionRow; perms: ViewerPermissions }> {
   const { row, perms } = await readableCollection(deps.db, id, caller);
   await countView(deps, row, caller.userId);
-  return { collection: { ...collectionJson(row, deps.appUrl), viewer_permissions: perms } };
+  return { row, perms };
 }
 
-export async function getBySlug(deps: Deps, caller: Caller | undefined, handle: string, slug: string) {
+export async function getBySlug(deps: Deps, caller: Caller | undefined, handle: string, slug: string): Promise<CollectionRow> {
   const who = await deps.social.resolveHandle({ handle: handle.replace(/^@/, "").toLowerCase() });
   const missing = () => new AppError("not_found", `No published collection at ${handle}/${slug}.`);
   if (!who.found) throw missing();
@@ -200,18 +202,19 @@ export async function getBySlug(deps: Deps, caller: Caller | undefined, handle: 
   const visible = perms.can_read || row.share_access_level === "public" || (row.share_access_level === "registered" && caller !== undefined);
   if (!visible) throw missing();
   await countView(deps, row, caller?.userId);
-  return { collection: collectionJson(row, deps.appUrl) };
+  return row;
 }
 
-export async function batchGet(deps: Deps, caller: Caller, ids: number[], includeArchived: boolean) {
+/** The found rows in the order of `ids`, and the ids not found. */
+export async function batchGet(deps: Deps, caller: Caller, ids: number[], includeArchived: boolean): Promise<{ rows: CollectionRow[]; missingIds: number[] }> {
   const q = deps.db("collections").select(COLLECTION_COLUMNS).whereIn("id", ids).where({ user_id: caller.userId, is_deleted: false });
   if (!includeArchived) q.where({ is_archived: false });
   const rows = (await q) as CollectionRow[];
   const byId = new Map(rows.map((r) => [Number(r.id), r]));
   const found = ids.filter((id) => byId.has(id));
   return {
-    collections: found.map((id) => collectionJson(byId.get(id)!, deps.appUrl)),
-    missing_ids: ids.filter((id) => !byId.has(id)),
+    rows: found.map((id) => byId.get(id)!),
+    missingIds: ids.filter((id) => !byId.has(id)),
   };
 }
 
@@ -227,7 +230,19 @@ export interface ListInput {
   offset: number;
 }
 
-export async function listCollections(deps: Deps, caller: Caller, input: ListInput) {
+export interface Page { limit: number; offset: number; total: number }
+
+/**
+ * A page of collections. With `fields`, the selected field names (validated, in request order);
+ * the items' viewer permissions are computed only when viewer_permissions is selected.
+ */
+export interface CollectionList {
+  items: Array<{ row: CollectionRow; perms?: ViewerPermissions }>;
+  fields?: string[];
+  page: Page;
+}
+
+export async function listCollections(deps: Deps, caller: Caller, input: ListInput): Promise<CollectionList> {
   if (input.parentId !== undefined && input.includeSubcollections) {
     throw new AppError("invalid_request", "parent_collection_id and include_subcollections=true cannot be combined.", { field: "include_subcollections" });
   }
@@ -249,14 +264,14 @@ export async function listCollections(deps: Deps, caller: Caller, input: ListInp
   if (input.isNsfw !== undefined) q.where({ is_nsfw: input.isNsfw });
   const [{ total }] = await q.clone().count<{ total: number }[]>("* as total");
   const rows = (await q.select(COLLECTION_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(input.limit).offset(input.offset)) as CollectionRow[];
-  const shaped = rows.map((r) => {
-    if (!fields) return collectionJson(r, deps.appUrl);
-    return selectFields(r, fields, permissionsOf(r, caller.userId, r.user_id === caller.userId ? undefined : { can_upload: false, can_edit: false, can_delete: false }), deps.appUrl);
-  });
-  return { collections: shaped, pagination: { limit: input.limit, offset: input.offset, total: Number(total) } };
+  const withPerms = fields?.includes("viewer_permissions") ?? false;
+  const items = rows.map((row) => (withPerms
+    ? { row, perms: permissionsOf(row, caller.userId, row.user_id === caller.userId ? undefined : { can_upload: false, can_edit: false, can_delete: false }) }
+    : { row }));
+  return { items, fields, page: { limit: input.limit, offset: input.offset, total: Number(total) } };
 }
 
-export async function setArchived(deps: Deps, caller: Caller, id: number, archived: boolean) {
+export async function setArchived(deps: Deps, caller: Caller, id: number, archived: boolean): Promise<CollectionRow> {
   const row = await deps.db.transaction(async (trx) => {
     const cur = await ownedCollection(trx, id, caller, { forUpdate: true });
     if (cur.is_archived === archived) return cur;
@@ -265,22 +280,24 @@ export async function setArchived(deps: Deps, caller: Caller, id: number, archiv
     return next!;
   });
   deps.ctx.bus.flush();
-  return { collection: collectionJson(row, deps.appUrl) };
+  return row;
 }
 
-export async function shareUrlOf(deps: Deps, caller: Caller, id: number) {
+/** The share URL of a published collection, with the handle and slug it is made of. */
+export async function shareUrlOf(deps: Deps, caller: Caller, id: number): Promise<{ url: string; handle: string; slug: string; shareAccessLevel: string }> {
   const { row } = await readableCollection(deps.db, id, caller);
   const url = shareUrl(deps.appUrl, row);
   if (!url) throw new AppError("invalid_request", `Collection ${id} is not published; publish it first.`, { field: "collection_id" });
-  return { url, handle: row.publish_handle, slug: row.share_slug, share_access_level: row.share_access_level };
+  // A share URL exists only with a handle and a slug.
+  return { url, handle: row.publish_handle!, slug: row.share_slug!, shareAccessLevel: row.share_access_level };
 }
 
-export async function statsOf(deps: Deps, caller: Caller, id: number) {
+export async function statsOf(deps: Deps, caller: Caller, id: number): Promise<{ collectionId: number; likes: number; views: number }> {
   const row = await findCollection(deps.db, id);
   if (!row || row.is_deleted) throw notFound(id);
   const isPublic = row.is_published && row.share_access_level === "public";
   if (!isPublic) await readableCollection(deps.db, id, caller);
-  return { collection_id: id, stats: { likes: Number(row.likes), views: Number(row.views) } };
+  return { collectionId: id, likes: Number(row.likes), views: Number(row.views) };
 }
 
 /** collections.export: the collection and its media, or the media as CSV. */

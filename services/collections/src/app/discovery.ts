@@ -6,8 +6,9 @@
  * subquery; the union is ranked with own hits first.
  */
 import { AppError, type Caller } from "@cms/platform";
-import { COLLECTION_COLUMNS, columnsOf, collectionJson, type CollectionRow } from "../domain/collection-json.js";
+import { COLLECTION_COLUMNS, columnsOf, type CollectionRow } from "../domain/collection-json.js";
 import type { Deps } from "./deps.js";
+import type { Page } from "./crud.js";
 
 export type Scope = "own" | "shared" | "public" | "following" | "liked";
 
@@ -57,8 +58,23 @@ async function followed(deps: Deps, caller: Caller | undefined, scopes: Scope[])
   };
 }
 
-function hitJson(deps: Deps, row: CollectionRow, caller: Caller | undefined) {
-  return { ...collectionJson(row, deps.appUrl), isOwn: Boolean(caller && row.user_id === caller.userId) };
+/** A search or browse hit: the collection and whether the caller owns it. */
+export interface Hit { row: CollectionRow; isOwn: boolean }
+
+function hitOf(row: CollectionRow, caller: Caller | undefined): Hit {
+  return { row, isOwn: Boolean(caller && row.user_id === caller.userId) };
+}
+
+/**
+ * collections.search: the hits, the scopes searched, and on zero results (or an offset past
+ * them) a hint; alsoInPublic only on zero results.
+ */
+export interface SearchResult {
+  hits: Hit[];
+  scope: Scope[];
+  page: Page;
+  alsoInPublic?: number;
+  hint?: string;
 }
 
 /**
@@ -72,7 +88,7 @@ async function pageTotal(deps: Deps, rows: Array<{ total: unknown }>, offset: nu
   return Number(counted[0].total);
 }
 
-export async function searchCollections(deps: Deps, caller: Caller | undefined, input: { query: string; scope: Scope[]; limit: number; offset: number }) {
+export async function searchCollections(deps: Deps, caller: Caller | undefined, input: { query: string; scope: Scope[]; limit: number; offset: number }): Promise<SearchResult> {
   const { db } = deps;
   const scopes = resolveScopes(input.scope, caller, ["own", "shared"]);
   const q = input.query.trim();
@@ -88,10 +104,10 @@ export async function searchCollections(deps: Deps, caller: Caller | undefined, 
     LIMIT :limit OFFSET :offset`;
   const { rows } = await db.raw(sql, { ...params, limit: input.limit, offset: input.offset });
   const total = await pageTotal(deps, rows, input.offset, `${hits} SELECT count(*) AS total FROM hits`, params);
-  const body: Record<string, unknown> = {
-    collections: rows.map((r: CollectionRow) => hitJson(deps, r, caller)),
+  const body: SearchResult = {
+    hits: rows.map((r: CollectionRow) => hitOf(r, caller)),
     scope: scopes,
-    pagination: { limit: input.limit, offset: input.offset, total },
+    page: { limit: input.limit, offset: input.offset, total },
   };
   if (total === 0) {
     let alsoInPublic = 0;
@@ -99,7 +115,7 @@ export async function searchCollections(deps: Deps, caller: Caller | undefined, 
       const { rows: pub } = await db.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT)}) p`, params);
       alsoInPublic = Number(pub[0].n);
     }
-    body.also_in_public = alsoInPublic;
+    body.alsoInPublic = alsoInPublic;
     body.hint = alsoInPublic > 0
       ? `No ${scopes.join("/")} collection matches "${q}", but ${alsoInPublic} public collection(s) do: search again with scope ["public"].`
       : `No collection in scope ${scopes.join("/")} matches "${q}". Try fewer or different words${scopes.includes("public") ? "" : ", or scope [\"public\"]"}; media items are searched with media.search.`;
@@ -109,7 +125,9 @@ export async function searchCollections(deps: Deps, caller: Caller | undefined, 
   return body;
 }
 
-export async function browseCollections(deps: Deps, caller: Caller | undefined, input: { scope: Scope[]; tags: string[]; sortBy: "views" | "recent" | "likes"; limit: number; offset: number }) {
+export type SortBy = "views" | "recent" | "likes";
+
+export async function browseCollections(deps: Deps, caller: Caller | undefined, input: { scope: Scope[]; tags: string[]; sortBy: SortBy; limit: number; offset: number }): Promise<{ hits: Hit[]; scope: Scope[]; sortBy: SortBy; page: Page }> {
   const { db } = deps;
   const scopes = resolveScopes(input.scope, caller, ["public"]);
   const params = { q: "", me: caller?.userId ?? null, ...(await followed(deps, caller, scopes)) };
@@ -122,25 +140,30 @@ export async function browseCollections(deps: Deps, caller: Caller | undefined, 
   const { rows } = await db.raw(sql, { ...params, tags, limit: input.limit, offset: input.offset });
   const total = await pageTotal(deps, rows, input.offset, `SELECT count(*) AS total FROM collections c ${where}`, { ...params, tags });
   return {
-    collections: rows.map((r: CollectionRow) => hitJson(deps, r, caller)),
+    hits: rows.map((r: CollectionRow) => hitOf(r, caller)),
     scope: scopes,
-    sort_by: input.sortBy,
-    pagination: { limit: input.limit, offset: input.offset, total },
+    sortBy: input.sortBy,
+    page: { limit: input.limit, offset: input.offset, total },
   };
 }
 
-export async function likedCollections(deps: Deps, caller: Caller, limit: number, offset: number) {
+/**
+ * Liked collections still published and public, most recently liked first. (The items carry no
+ * liked_at: the answer never had it, a knex select(array, alias) having dropped the alias.)
+ */
+export async function likedCollections(deps: Deps, caller: Caller, limit: number, offset: number): Promise<{ hits: Hit[]; page: Page }> {
   const base = deps.db("likes as l").join("collections as c", "c.id", "l.collection_id")
     .where("l.user_id", caller.userId).where("c.is_deleted", false).where("c.is_published", true).where("c.share_access_level", "public");
   const [{ total }] = await base.clone().count<{ total: number }[]>("* as total");
-  const rows = await base.select(COLLECTION_COLUMNS.map((c) => `c.${c}`), "l.created_at as liked_at").orderBy("l.created_at", "desc").limit(limit).offset(offset);
+  const rows = await base.select(COLLECTION_COLUMNS.map((c) => `c.${c}`)).orderBy("l.created_at", "desc").limit(limit).offset(offset);
   return {
-    collections: rows.map((r: CollectionRow & { liked_at: Date }) => ({ ...hitJson(deps, r, caller), liked_at: r.liked_at })),
-    pagination: { limit, offset, total: Number(total) },
+    hits: rows.map((r: CollectionRow) => hitOf(r, caller)),
+    page: { limit, offset, total: Number(total) },
   };
 }
 
-export async function setLike(deps: Deps, caller: Caller, id: number, like: boolean) {
+/** Likes or unlikes; changed is false when there was nothing to change. */
+export async function setLike(deps: Deps, caller: Caller, id: number, like: boolean): Promise<{ collectionId: number; liked: boolean; changed: boolean; likes: number }> {
   const out = await deps.db.transaction(async (trx) => {
     const row = await trx("collections").where({ id }).forUpdate().first(COLLECTION_COLUMNS);
     if (!row || row.is_deleted) throw new AppError("not_found", `Collection ${id} does not exist.`);
@@ -161,5 +184,5 @@ export async function setLike(deps: Deps, caller: Caller, id: number, like: bool
     }
     return { changed, likes };
   });
-  return { collection_id: id, liked: like, changed: out.changed, stats: { likes: out.likes } };
+  return { collectionId: id, liked: like, changed: out.changed, likes: out.likes };
 }

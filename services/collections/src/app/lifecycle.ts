@@ -1,6 +1,6 @@
 /** Soft and hard deletion, restore within the plan window, and the retention job. */
 import { AppError, isUniqueViolation, type Caller } from "@cms/platform";
-import { COLLECTION_COLUMNS, collectionJson, type CollectionRow } from "../domain/collection-json.js";
+import { COLLECTION_COLUMNS, type CollectionRow } from "../domain/collection-json.js";
 import { restorableUntil, type Plan } from "../domain/rules.js";
 import { ancestorIds, duplicateName, emitUpdated, orphanObjects, findCollection, notFound, ownedCollection, subtreeIds, type Deps } from "./deps.js";
 
@@ -11,7 +11,17 @@ async function mediaCount(deps: Deps, ids: number[]): Promise<number> {
   return res.counts.reduce((n, c) => n + c.count, 0);
 }
 
-export async function deleteCollection(deps: Deps, caller: Caller, id: number, input: DeleteInput) {
+/**
+ * What collections.delete did: the dry_run preview (restorableUntil for soft mode only, blocked
+ * when a soft delete would fail with collection_not_empty), a soft delete or a hard delete.
+ * collectionIds: the collection first, then its live sub-collections.
+ */
+export type DeleteOutcome =
+  | { kind: "preview"; mode: "soft" | "hard"; collectionIds: number[]; mediaCount: number; restorableUntil?: Date; blocked?: string }
+  | { kind: "soft"; collectionId: number; collectionIds: number[]; media: number; restorableUntil: Date }
+  | { kind: "hard"; collectionId: number; collectionIds: number[]; media: number };
+
+export async function deleteCollection(deps: Deps, caller: Caller, id: number, input: DeleteInput): Promise<DeleteOutcome> {
   const { db } = deps;
   const row = await ownedCollection(db, id, caller);
   const ids = await subtreeIds(db, id);
@@ -19,11 +29,12 @@ export async function deleteCollection(deps: Deps, caller: Caller, id: number, i
   const totalMedia = await mediaCount(deps, ids);
   if (input.dryRun) {
     return {
-      dry_run: true,
+      kind: "preview",
       mode: input.mode,
-      would_delete: { collection_ids: ids, collections: ids.length, media_count: totalMedia },
-      ...(input.mode === "soft" ? { restorable_until: restorableUntil(new Date(), caller.plan) } : {}),
-      ...(input.mode === "soft" && ownMedia > 0 && !input.cascadeMedia ? { blocked: "collection_not_empty: pass cascade_media=true or mode=hard" } : {}),
+      collectionIds: ids,
+      mediaCount: totalMedia,
+      restorableUntil: input.mode === "soft" ? restorableUntil(new Date(), caller.plan) : undefined,
+      blocked: input.mode === "soft" && ownMedia > 0 && !input.cascadeMedia ? "collection_not_empty: pass cascade_media=true or mode=hard" : undefined,
     };
   }
   if (input.mode === "hard") {
@@ -46,7 +57,7 @@ export async function deleteCollection(deps: Deps, caller: Caller, id: number, i
       await emitUpdated(deps, trx, row, "deleted");
     });
     deps.ctx.bus.flush();
-    return { deleted: true, mode: "hard", collection_id: id, removed_collection_ids: ids, removed_media: totalMedia };
+    return { kind: "hard", collectionId: id, collectionIds: ids, media: totalMedia };
   }
   if (ownMedia > 0 && !input.cascadeMedia) {
     throw new AppError("collection_not_empty", `Collection ${id} holds ${ownMedia} media item(s); pass cascade_media=true to soft-delete them with it, or mode=hard.`, { media_count: ownMedia });
@@ -61,17 +72,18 @@ export async function deleteCollection(deps: Deps, caller: Caller, id: number, i
     await emitUpdated(deps, trx, row, "deleted");
   });
   deps.ctx.bus.flush();
-  return {
-    deleted: true,
-    mode: "soft",
-    collection_id: id,
-    deleted_collection_ids: ids,
-    deleted_media: totalMedia,
-    restorable_until: restorableUntil(deletedAt, caller.plan),
-  };
+  return { kind: "soft", collectionId: id, collectionIds: ids, media: totalMedia, restorableUntil: restorableUntil(deletedAt, caller.plan) };
 }
 
-export async function restoreCollection(deps: Deps, caller: Caller, id: number, input: { dryRun: boolean }, now = new Date()) {
+/**
+ * What collections.restore did: the dry_run preview (the row still deleted) or the restore
+ * (collectionIds: the collection and those deleted with it). restorableUntil: the window's end.
+ */
+export type RestoreOutcome =
+  | { kind: "preview"; restorableUntil: Date; row: CollectionRow }
+  | { kind: "restored"; row: CollectionRow; collectionIds: number[]; restorableUntil: Date };
+
+export async function restoreCollection(deps: Deps, caller: Caller, id: number, input: { dryRun: boolean }, now = new Date()): Promise<RestoreOutcome> {
   const { db } = deps;
   const row = await findCollection(db, id);
   if (!row) {
@@ -92,7 +104,7 @@ export async function restoreCollection(deps: Deps, caller: Caller, id: number, 
   if (until.getTime() <= now.getTime()) {
     throw new AppError("restore_window_expired", `Collection ${id} was deleted on ${row.deleted_at!.toISOString()}; the ${caller.plan} plan keeps it restorable until ${until.toISOString()}.`, { restorable_until: until.toISOString() });
   }
-  if (input.dryRun) return { dry_run: true, restorable_until: until, collection: collectionJson(row, deps.appUrl) };
+  if (input.dryRun) return { kind: "preview", restorableUntil: until, row };
   const ids: number[] = [id, ...(await db("collections").where({ deleted_with: id }).pluck("id")).map(Number)];
   try {
     const restored = await db.transaction(async (trx) => {
@@ -103,7 +115,7 @@ export async function restoreCollection(deps: Deps, caller: Caller, id: number, 
       return r;
     });
     deps.ctx.bus.flush();
-    return { restored: true, collection: collectionJson(restored, deps.appUrl), restored_collection_ids: ids, restorable_until: until };
+    return { kind: "restored", row: restored as CollectionRow, collectionIds: ids, restorableUntil: until };
   } catch (err) {
     if (isUniqueViolation(err)) {
       // Media were restored inside the failed transaction's window: soft-delete them again.

@@ -1,6 +1,6 @@
 /** Re-parenting (collections.move) and ordering (collections.reorder). */
 import { AppError, isUniqueViolation, type Caller } from "@cms/platform";
-import { COLLECTION_COLUMNS, collectionJson, type CollectionRow } from "../domain/collection-json.js";
+import { COLLECTION_COLUMNS, type CollectionRow } from "../domain/collection-json.js";
 import { wouldCycle } from "../domain/rules.js";
 import { ancestorIds, duplicateName, emitUpdated, ownedCollection, type Deps } from "./deps.js";
 
@@ -8,7 +8,11 @@ import { ancestorIds, duplicateName, emitUpdated, ownedCollection, type Deps } f
  * Atomic re-parent. Checks run under row locks; the link rows (media service) move while the
  * collections transaction is open, and are moved back if the transaction does not commit.
  */
-export async function moveCollection(deps: Deps, caller: Caller, id: number, destination: number | null) {
+/**
+ * The moved row; noop when it already was there; the link rows removed from former parents, and
+ * its link row in the new parent (none on a detach or a noop).
+ */
+export async function moveCollection(deps: Deps, caller: Caller, id: number, destination: number | null): Promise<{ row: CollectionRow; noop: boolean; removedLinkMediaIds: number[]; linkMediaId?: number }> {
   const { db } = deps;
   let linksMoved = false;
   let previousParent: number | null = null;
@@ -47,12 +51,7 @@ export async function moveCollection(deps: Deps, caller: Caller, id: number, des
       return { noop: false as const, row: next!, removed: moved.removedLinkMediaIds.map(Number), linkId: moved.linkMediaId === undefined ? undefined : Number(moved.linkMediaId) };
     });
     deps.ctx.bus.flush();
-    return {
-      collection: collectionJson(out.row, deps.appUrl),
-      noop: out.noop,
-      removed_link_media_ids: out.removed,
-      ...(out.linkId !== undefined ? { link_media_id: out.linkId } : {}),
-    };
+    return { row: out.row, noop: out.noop, removedLinkMediaIds: out.removed, linkMediaId: out.linkId };
   } catch (err) {
     if (linksMoved) {
       await deps.media.moveCollectionLink({
@@ -70,7 +69,7 @@ export async function moveCollection(deps: Deps, caller: Caller, id: number, des
 }
 
 /** Listed ids take positions 0..k-1 in the given order; the caller's other collections follow. */
-export async function reorderCollections(deps: Deps, caller: Caller, orderedIds: number[]) {
+export async function reorderCollections(deps: Deps, caller: Caller, orderedIds: number[]): Promise<{ positions: Array<{ id: number; position: number }>; reordered: number }> {
   const rows = await deps.db.transaction(async (trx) => {
     const owned = await trx("collections").select(COLLECTION_COLUMNS).where({ user_id: caller.userId, is_deleted: false })
       .orderBy([{ column: "position" }, { column: "id" }]).forUpdate();
@@ -91,5 +90,5 @@ export async function reorderCollections(deps: Deps, caller: Caller, orderedIds:
     return order.map((id, i) => ({ id, position: i }));
   });
   deps.ctx.bus.flush();
-  return { collections: rows.filter((r) => orderedIds.includes(r.id)), reordered: orderedIds.length };
+  return { positions: rows.filter((r) => orderedIds.includes(r.id)), reordered: orderedIds.length };
 }

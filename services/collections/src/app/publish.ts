@@ -1,6 +1,6 @@
 /** Publishing and unpublishing (publish rules 1-4, handles, slugs). */
 import { AppError, type Caller } from "@cms/platform";
-import { COLLECTION_COLUMNS, collectionJson, type CollectionRow } from "../domain/collection-json.js";
+import { COLLECTION_COLUMNS, type CollectionRow } from "../domain/collection-json.js";
 import { decidePublish, decideUnpublish, handleResolution, normalizeSlug, type AccessLevel, type AliasChoice } from "../domain/rules.js";
 import { emitUpdated, ownedCollection, type Deps } from "./deps.js";
 
@@ -19,7 +19,8 @@ function stateOf(r: CollectionRow) {
   };
 }
 
-export async function publishCollection(deps: Deps, caller: Caller, id: number, input: PublishInput) {
+/** The published row; shareAccessLevelDefaulted per the publish rules. */
+export async function publishCollection(deps: Deps, caller: Caller, id: number, input: PublishInput): Promise<{ row: CollectionRow; shareAccessLevelDefaulted: boolean }> {
   const { db } = deps;
   const slug = normalizeSlug(input.slug);
   const cur0 = await ownedCollection(db, id, caller);
@@ -62,14 +63,10 @@ export async function publishCollection(deps: Deps, caller: Caller, id: number, 
     return { row: next!, defaulted: d.shareAccessLevelDefaulted };
   });
   deps.ctx.bus.flush();
-  return {
-    collection: collectionJson(out.row, deps.appUrl),
-    share_access_level_defaulted: out.defaulted,
-    url: collectionJson(out.row, deps.appUrl).share_url,
-  };
+  return { row: out.row, shareAccessLevelDefaulted: out.defaulted };
 }
 
-export async function unpublishCollection(deps: Deps, caller: Caller, id: number, level?: AccessLevel) {
+export async function unpublishCollection(deps: Deps, caller: Caller, id: number, level?: AccessLevel): Promise<CollectionRow> {
   const row = await deps.db.transaction(async (trx) => {
     const cur = await ownedCollection(trx, id, caller, { forUpdate: true });
     const d = decideUnpublish(stateOf(cur), level);
@@ -85,5 +82,5 @@ export async function unpublishCollection(deps: Deps, caller: Caller, id: number
     return next!;
   });
   deps.ctx.bus.flush();
-  return { collection: collectionJson(row, deps.appUrl) };
+  return row;
 }

@@ -1,4 +1,4 @@
-/** The contract's JSON shape of a collection, and the rows it is built from. */
+/** Collection rows, the columns they are read from, the selectable fields and the share URL. */
 import type { AccessLevel } from "./rules.js";
 
 export interface CollectionRow {
@@ -49,11 +49,13 @@ export function columnsOf(alias: string): string {
   return COLLECTION_COLUMNS.map((c) => `${alias}.${c}`).join(", ");
 }
 
+/** Field names collections.list `fields` may select (fields of collections.v1.Collection). */
 export const SELECTABLE_FIELDS = [
   "id", "name", "description", "tags", "thumbnail_url", "created_at", "share_id", "user_id", "position",
   "share_access_level", "is_nsfw", "is_archived", "is_subcollection", "open_fullscreen", "viewer_permissions",
 ] as const;
 
+/** What a caller may do on a collection. */
 export interface ViewerPermissions {
   is_owner: boolean;
   can_read: boolean;
@@ -62,51 +64,13 @@ export interface ViewerPermissions {
   can_delete: boolean;
 }
 
+/** {app_url}/{publish handle}/{slug} while published; null otherwise. */
 export function shareUrl(appUrl: string, row: Pick<CollectionRow, "is_published" | "publish_handle" | "share_slug">): string | null {
   if (!row.is_published || !row.publish_handle || !row.share_slug) return null;
   return `${appUrl}/${encodeURIComponent(row.publish_handle)}/${encodeURIComponent(row.share_slug)}`;
 }
 
-export function collectionJson(row: CollectionRow, appUrl: string): Record<string, unknown> {
-  return {
-    id: row.id,
-    name: row.name,
-    description: row.description,
-    tags: row.tags ?? [],
-    thumbnail_url: row.thumbnail_url,
-    cover_thumbnail_url: row.cover_thumbnail_url,
-    is_nsfw: row.is_nsfw,
-    share_access_level: row.share_access_level,
-    searchable: row.searchable,
-    is_published: row.is_published,
-    share_slug: row.share_slug,
-    share_url: shareUrl(appUrl, row),
-    // The publish handle when it is an alias; null means the system username.
-    created_with_username: row.publish_alias_id ? row.publish_handle : null,
-    publish_handle: row.publish_handle,
-    open_fullscreen: row.open_fullscreen,
-    playback_prefs: row.playback_prefs,
-    position: row.position,
-    is_archived: row.is_archived,
-    is_deleted: row.is_deleted,
-    deleted_at: row.deleted_at,
-    is_subcollection: row.parent_id !== null,
-    parent_collection_id: row.parent_id,
-    share_id: row.share_id,
-    user_id: row.user_id,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
-}
-
-/** Only the requested fields (collections.list `fields`), viewer_permissions computed. */
-export function selectFields(row: CollectionRow, fields: readonly string[], perms: ViewerPermissions, appUrl: string): Record<string, unknown> {
-  const full = collectionJson(row, appUrl);
-  const out: Record<string, unknown> = {};
-  for (const f of fields) out[f] = f === "viewer_permissions" ? perms : full[f];
-  return out;
-}
-
+/** collections.list `fields`: a comma-separated string or an array of names; undefined when omitted. */
 export function parseFields(input: unknown): string[] | undefined {
   if (input === undefined || input === null) return undefined;
   const list = Array.isArray(input) ? input.map(String) : String(input).split(",").map((s) => s.trim()).filter(Boolean);

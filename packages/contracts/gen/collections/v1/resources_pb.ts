@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file collections/v1/resources.proto.
  */
 export const file_collections_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("Ch5jb2xsZWN0aW9ucy92MS9yZXNvdXJjZXMucHJvdG8SDmNvbGxlY3Rpb25zLnYxIr4ICgpDb2xsZWN0aW9uEgoKAmlkGAEgASgDEgwKBG5hbWUYAiABKAkSIAoLZGVzY3JpcHRpb24YAyABKAlCBtLzGAIgAUgAiAEBEgwKBHRhZ3MYBCADKAkSIgoNdGh1bWJuYWlsX3VybBgFIAEoCUIG0vMYAiABSAGIAQESKAoTY292ZXJfdGh1bWJuYWlsX3VybBgGIAEoCUIG0vMYAiABSAKIAQESDwoHaXNfbnNmdxgHIAEoCBIaChJzaGFyZV9hY2Nlc3NfbGV2ZWwYCCABKAkSEgoKc2VhcmNoYWJsZRgJIAEoCBIUCgxpc19wdWJsaXNoZWQYCiABKAgSHwoKc2hhcmVfc2x1ZxgLIAEoCUIG0vMYAiABSAOIAQESHgoJc2hhcmVfdXJsGAwgASgJQgbS8xgCIAFIBIgBARIqChVjcmVhdGVkX3dpdGhfdXNlcm5hbWUYDSABKAlCBtLzGAIgAUgFiAEBEiMKDnB1Ymxpc2hfaGFuZGxlGA4gASgJQgbS8xgCIAFIBogBARIXCg9vcGVuX2Z1bGxzY3JlZW4YDyABKAgSPAoOcGxheWJhY2tfcHJlZnMYECABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgbS8xgCIAFIB4gBARIQCghwb3NpdGlvbhgRIAEoBRITCgtpc19hcmNoaXZlZBgSIAEoCBISCgppc19kZWxldGVkGBMgASgIEjsKCmRlbGV0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgbS8xgCIAFICIgBARIYChBpc19zdWJjb2xsZWN0aW9uGBUgASgIEikKFHBhcmVudF9jb2xsZWN0aW9uX2lkGBYgASgDQgbS8xgCIAFICYgBARIQCghzaGFyZV9pZBgXIAEoCRIPCgd1c2VyX2lkGBggASgJEi4KCmNyZWF0ZWRfYXQYGSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEkIKEnZpZXdlcl9wZXJtaXNzaW9ucxgbIAEoCzIhLmNvbGxlY3Rpb25zLnYxLlZpZXdlclBlcm1pc3Npb25zSAqIAQFCDgoMX2Rlc2NyaXB0aW9uQhAKDl90aHVtYm5haWxfdXJsQhYKFF9jb3Zlcl90aHVtYm5haWxfdXJsQg0KC19zaGFyZV9zbHVnQgwKCl9zaGFyZV91cmxCGAoWX2NyZWF0ZWRfd2l0aF91c2VybmFtZUIRCg9fcHVibGlzaF9oYW5kbGVCEQoPX3BsYXliYWNrX3ByZWZzQg0KC19kZWxldGVkX2F0QhcKFV9wYXJlbnRfY29sbGVjdGlvbl9pZEIVChNfdmlld2VyX3Blcm1pc3Npb25zInEKEVZpZXdlclBlcm1pc3Npb25zEhAKCGlzX293bmVyGAEgASgIEhAKCGNhbl9yZWFkGAIgASgIEhIKCmNhbl91cGxvYWQYAyABKAgSEAoIY2FuX2VkaXQYBCABKAgSEgoKY2FuX2RlbGV0ZRgFIAEoCGIGcHJvdG8z", [file_common_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5jb2xsZWN0aW9ucy92MS9yZXNvdXJjZXMucHJvdG8SDmNvbGxlY3Rpb25zLnYxIr4ICgpDb2xsZWN0aW9uEgoKAmlkGAEgASgDEgwKBG5hbWUYAiABKAkSIAoLZGVzY3JpcHRpb24YAyABKAlCBtLzGAIgAUgAiAEBEgwKBHRhZ3MYBCADKAkSIgoNdGh1bWJuYWlsX3VybBgFIAEoCUIG0vMYAiABSAGIAQESKAoTY292ZXJfdGh1bWJuYWlsX3VybBgGIAEoCUIG0vMYAiABSAKIAQESDwoHaXNfbnNmdxgHIAEoCBIaChJzaGFyZV9hY2Nlc3NfbGV2ZWwYCCABKAkSEgoKc2VhcmNoYWJsZRgJIAEoCBIUCgxpc19wdWJsaXNoZWQYCiABKAgSHwoKc2hhcmVfc2x1ZxgLIAEoCUIG0vMYAiABSAOIAQESHgoJc2hhcmVfdXJsGAwgASgJQgbS8xgCIAFIBIgBARIqChVjcmVhdGVkX3dpdGhfdXNlcm5hbWUYDSABKAlCBtLzGAIgAUgFiAEBEiMKDnB1Ymxpc2hfaGFuZGxlGA4gASgJQgbS8xgCIAFIBogBARIXCg9vcGVuX2Z1bGxzY3JlZW4YDyABKAgSPAoOcGxheWJhY2tfcHJlZnMYECABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgbS8xgCIAFIB4gBARIQCghwb3NpdGlvbhgRIAEoBRITCgtpc19hcmNoaXZlZBgSIAEoCBISCgppc19kZWxldGVkGBMgASgIEjsKCmRlbGV0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgbS8xgCIAFICIgBARIYChBpc19zdWJjb2xsZWN0aW9uGBUgASgIEikKFHBhcmVudF9jb2xsZWN0aW9uX2lkGBYgASgDQgbS8xgCIAFICYgBARIQCghzaGFyZV9pZBgXIAEoCRIPCgd1c2VyX2lkGBggASgJEi4KCmNyZWF0ZWRfYXQYGSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEkIKEnZpZXdlcl9wZXJtaXNzaW9ucxgbIAEoCzIhLmNvbGxlY3Rpb25zLnYxLlZpZXdlclBlcm1pc3Npb25zSAqIAQFCDgoMX2Rlc2NyaXB0aW9uQhAKDl90aHVtYm5haWxfdXJsQhYKFF9jb3Zlcl90aHVtYm5haWxfdXJsQg0KC19zaGFyZV9zbHVnQgwKCl9zaGFyZV91cmxCGAoWX2NyZWF0ZWRfd2l0aF91c2VybmFtZUIRCg9fcHVibGlzaF9oYW5kbGVCEQoPX3BsYXliYWNrX3ByZWZzQg0KC19kZWxldGVkX2F0QhcKFV9wYXJlbnRfY29sbGVjdGlvbl9pZEIVChNfdmlld2VyX3Blcm1pc3Npb25zInEKEVZpZXdlclBlcm1pc3Npb25zEhAKCGlzX293bmVyGAEgASgIEhAKCGNhbl9yZWFkGAIgASgIEhIKCmNhbl91cGxvYWQYAyABKAgSEAoIY2FuX2VkaXQYBCABKAgSEgoKY2FuX2RlbGV0ZRgFIAEoCCJkCg1Db2xsZWN0aW9uSGl0EjYKCmNvbGxlY3Rpb24YASABKAsyGi5jb2xsZWN0aW9ucy52MS5Db2xsZWN0aW9uQgbS8xgCMAESGwoGaXNfb3duGAIgASgIQgvS8xgHKgVpc093biIvCg9Db2xsZWN0aW9uU3RhdHMSDQoFbGlrZXMYASABKAMSDQoFdmlld3MYAiABKAMiGgoJTGlrZVN0YXRzEg0KBWxpa2VzGAEgASgDIjIKEkNvbGxlY3Rpb25Qb3NpdGlvbhIKCgJpZBgBIAEoAxIQCghwb3NpdGlvbhgCIAEoBSKPAgoNVXBsb2FkVGFyZ2V0cxISCgp1cGxvYWRfdXJsGAEgASgJEhcKD2J5dGVfdXBsb2FkX3VybBgCIAEoCRIRCglzdG9yZV9rZXkYAyABKAkSDgoGbWV0aG9kGAQgASgJEjsKB2hlYWRlcnMYBSADKAsyKi5jb2xsZWN0aW9ucy52MS5VcGxvYWRUYXJnZXRzLkhlYWRlcnNFbnRyeRIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgltYXhfYnl0ZXMYByABKAMaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikwIKBkludml0ZRIVCg1jb2xsZWN0aW9uX2lkGAEgASgDEg8KB3VzZXJfaWQYAiABKAkSFwoPaW52aXRlcl91c2VyX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRISCgpjYW5fdXBsb2FkGAUgASgIEhAKCGNhbl9lZGl0GAYgASgIEhIKCmNhbl9kZWxldGUYByABKAgSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPQoMcmVzcG9uZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIG0vMYAiABSACIAQFCDwoNX3Jlc3BvbmRlZF9hdCJNCglOZXdJbnZpdGUSLgoGaW52aXRlGAEgASgLMhYuY29sbGVjdGlvbnMudjEuSW52aXRlQgbS8xgCMAESEAoIdXNlcm5hbWUYAiABKAkiawoOQW5zd2VyZWRJbnZpdGUSLgoGaW52aXRlGAEgASgLMhYuY29sbGVjdGlvbnMudjEuSW52aXRlQgbS8xgCMAESEAoIdXNlcm5hbWUYAiABKAkSFwoPY29sbGVjdGlvbl9uYW1lGAMgASgJIoEBCgpTZW50SW52aXRlEi4KBmludml0ZRgBIAEoCzIWLmNvbGxlY3Rpb25zLnYxLkludml0ZUIG0vMYAjABEh0KCHVzZXJuYW1lGAIgASgJQgbS8xgCIAFIAIgBARIXCg9jb2xsZWN0aW9uX25hbWUYAyABKAlCCwoJX3VzZXJuYW1lIpUBCg5SZWNlaXZlZEludml0ZRIuCgZpbnZpdGUYASABKAsyFi5jb2xsZWN0aW9ucy52MS5JbnZpdGVCBtLzGAIwARIXCg9jb2xsZWN0aW9uX25hbWUYAiABKAkSJQoQaW52aXRlcl91c2VybmFtZRgDIAEoCUIG0vMYAiABSACIAQFCEwoRX2ludml0ZXJfdXNlcm5hbWUi0wEKDENvbGxhYm9yYXRvchIPCgd1c2VyX2lkGAEgASgJEh0KCHVzZXJuYW1lGAIgASgJQgbS8xgCIAFIAIgBARISCgpjYW5fdXBsb2FkGAMgASgIEhAKCGNhbl9lZGl0GAQgASgIEhIKCmNhbl9kZWxldGUYBSABKAgSPAoLYWNjZXB0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgbS8xgCIAFIAYgBAUILCglfdXNlcm5hbWVCDgoMX2FjY2VwdGVkX2F0IooBChZDb2xsYWJvcmF0b3JNZW1iZXJzaGlwEhUKDWNvbGxlY3Rpb25faWQYASABKAMSDwoHdXNlcl9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEgoKY2FuX3VwbG9hZBgEIAEoCBIQCghjYW5fZWRpdBgFIAEoCBISCgpjYW5fZGVsZXRlGAYgASgIIlMKF0NvbGxhYm9yYXRvclBlcm1pc3Npb25zEhIKCmNhbl91cGxvYWQYASABKAgSEAoIY2FuX2VkaXQYAiABKAgSEgoKY2FuX2RlbGV0ZRgDIAEoCGIGcHJvdG8z", [file_common_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * A collection as the contract shows it. One message for every operation that answers
@@ -182,6 +182,8 @@ export const CollectionSchema: GenMessage<Collection> = /*@__PURE__*/
   messageDesc(file_collections_v1_resources, 0);
 
 /**
+ * What the caller may do on a collection.
+ *
  * @generated from message collections.v1.ViewerPermissions
  */
 export type ViewerPermissions = Message<"collections.v1.ViewerPermissions"> & {
@@ -217,4 +219,472 @@ export type ViewerPermissions = Message<"collections.v1.ViewerPermissions"> & {
  */
 export const ViewerPermissionsSchema: GenMessage<ViewerPermissions> = /*@__PURE__*/
   messageDesc(file_collections_v1_resources, 1);
+
+/**
+ * A collection as collections.search, collections.browse and collections.liked.list answer it:
+ * the whole collection and whether the caller owns it.
+ *
+ * @generated from message collections.v1.CollectionHit
+ */
+export type CollectionHit = Message<"collections.v1.CollectionHit"> & {
+  /**
+   * @generated from field: collections.v1.Collection collection = 1;
+   */
+  collection?: Collection | undefined;
+
+  /**
+   * The caller owns the collection (false for an anonymous caller).
+   *
+   * @generated from field: bool is_own = 2;
+   */
+  isOwn: boolean;
+};
+
+/**
+ * Describes the message collections.v1.CollectionHit.
+ * Use `create(CollectionHitSchema)` to create a new message.
+ */
+export const CollectionHitSchema: GenMessage<CollectionHit> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 2);
+
+/**
+ * Like and view counts of a collection (collections.stats.get).
+ *
+ * @generated from message collections.v1.CollectionStats
+ */
+export type CollectionStats = Message<"collections.v1.CollectionStats"> & {
+  /**
+   * @generated from field: int64 likes = 1;
+   */
+  likes: bigint;
+
+  /**
+   * Reads of the published public collection by someone other than its owner.
+   *
+   * @generated from field: int64 views = 2;
+   */
+  views: bigint;
+};
+
+/**
+ * Describes the message collections.v1.CollectionStats.
+ * Use `create(CollectionStatsSchema)` to create a new message.
+ */
+export const CollectionStatsSchema: GenMessage<CollectionStats> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 3);
+
+/**
+ * The like count after collections.like or collections.unlike.
+ *
+ * @generated from message collections.v1.LikeStats
+ */
+export type LikeStats = Message<"collections.v1.LikeStats"> & {
+  /**
+   * @generated from field: int64 likes = 1;
+   */
+  likes: bigint;
+};
+
+/**
+ * Describes the message collections.v1.LikeStats.
+ * Use `create(LikeStatsSchema)` to create a new message.
+ */
+export const LikeStatsSchema: GenMessage<LikeStats> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 4);
+
+/**
+ * A collection's new position (collections.reorder).
+ *
+ * @generated from message collections.v1.CollectionPosition
+ */
+export type CollectionPosition = Message<"collections.v1.CollectionPosition"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: int32 position = 2;
+   */
+  position: number;
+};
+
+/**
+ * Describes the message collections.v1.CollectionPosition.
+ * Use `create(CollectionPositionSchema)` to create a new message.
+ */
+export const CollectionPositionSchema: GenMessage<CollectionPosition> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 5);
+
+/**
+ * Where and how to PUT the bytes of an upload: two targets for the same store key.
+ *
+ * @generated from message collections.v1.UploadTargets
+ */
+export type UploadTargets = Message<"collections.v1.UploadTargets"> & {
+  /**
+   * Presigned PUT to the object store (on the filesystem store, a signed URL on the API origin).
+   *
+   * @generated from field: string upload_url = 1;
+   */
+  uploadUrl: string;
+
+  /**
+   * PUT on the API origin, the signed grant embedded in the URL; Content-Length required.
+   *
+   * @generated from field: string byte_upload_url = 2;
+   */
+  byteUploadUrl: string;
+
+  /**
+   * The object-store key the bytes land under (store://...).
+   *
+   * @generated from field: string store_key = 3;
+   */
+  storeKey: string;
+
+  /**
+   * Always PUT.
+   *
+   * @generated from field: string method = 4;
+   */
+  method: string;
+
+  /**
+   * Headers the PUT must carry (Content-Type, and Content-Length when the length is known).
+   *
+   * @generated from field: map<string, string> headers = 5;
+   */
+  headers: { [key: string]: string };
+
+  /**
+   * When both targets stop accepting the PUT.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * Largest body accepted, in bytes.
+   *
+   * @generated from field: int64 max_bytes = 7;
+   */
+  maxBytes: bigint;
+};
+
+/**
+ * Describes the message collections.v1.UploadTargets.
+ * Use `create(UploadTargetsSchema)` to create a new message.
+ */
+export const UploadTargetsSchema: GenMessage<UploadTargets> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 6);
+
+/**
+ * A collaborator invite: one user invited to one collection, with the permission flags the
+ * collaborator gets on acceptance. The invite views below add names to it.
+ *
+ * @generated from message collections.v1.Invite
+ */
+export type Invite = Message<"collections.v1.Invite"> & {
+  /**
+   * @generated from field: int64 collection_id = 1;
+   */
+  collectionId: bigint;
+
+  /**
+   * The invited user.
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string inviter_user_id = 3;
+   */
+  inviterUserId: string;
+
+  /**
+   * pending, accepted or declined.
+   *
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * @generated from field: bool can_upload = 5;
+   */
+  canUpload: boolean;
+
+  /**
+   * @generated from field: bool can_edit = 6;
+   */
+  canEdit: boolean;
+
+  /**
+   * @generated from field: bool can_delete = 7;
+   */
+  canDelete: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When the invited user accepted or declined; null while pending.
+   *
+   * @generated from field: optional google.protobuf.Timestamp responded_at = 9;
+   */
+  respondedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message collections.v1.Invite.
+ * Use `create(InviteSchema)` to create a new message.
+ */
+export const InviteSchema: GenMessage<Invite> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 7);
+
+/**
+ * An invite as collaborators.invite answers it.
+ *
+ * @generated from message collections.v1.NewInvite
+ */
+export type NewInvite = Message<"collections.v1.NewInvite"> & {
+  /**
+   * @generated from field: collections.v1.Invite invite = 1;
+   */
+  invite?: Invite | undefined;
+
+  /**
+   * The invited user's username.
+   *
+   * @generated from field: string username = 2;
+   */
+  username: string;
+};
+
+/**
+ * Describes the message collections.v1.NewInvite.
+ * Use `create(NewInviteSchema)` to create a new message.
+ */
+export const NewInviteSchema: GenMessage<NewInvite> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 8);
+
+/**
+ * An invite as collaborators.invite.accept and collaborators.invite.decline answer it.
+ *
+ * @generated from message collections.v1.AnsweredInvite
+ */
+export type AnsweredInvite = Message<"collections.v1.AnsweredInvite"> & {
+  /**
+   * @generated from field: collections.v1.Invite invite = 1;
+   */
+  invite?: Invite | undefined;
+
+  /**
+   * The caller's (the invited user's) username.
+   *
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * @generated from field: string collection_name = 3;
+   */
+  collectionName: string;
+};
+
+/**
+ * Describes the message collections.v1.AnsweredInvite.
+ * Use `create(AnsweredInviteSchema)` to create a new message.
+ */
+export const AnsweredInviteSchema: GenMessage<AnsweredInvite> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 9);
+
+/**
+ * A pending invite the caller sent (collaborators.invites.list).
+ *
+ * @generated from message collections.v1.SentInvite
+ */
+export type SentInvite = Message<"collections.v1.SentInvite"> & {
+  /**
+   * @generated from field: collections.v1.Invite invite = 1;
+   */
+  invite?: Invite | undefined;
+
+  /**
+   * The invited user's username; null when the user is unknown to the auth service.
+   *
+   * @generated from field: optional string username = 2;
+   */
+  username?: string | undefined;
+
+  /**
+   * @generated from field: string collection_name = 3;
+   */
+  collectionName: string;
+};
+
+/**
+ * Describes the message collections.v1.SentInvite.
+ * Use `create(SentInviteSchema)` to create a new message.
+ */
+export const SentInviteSchema: GenMessage<SentInvite> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 10);
+
+/**
+ * A pending invite the caller received (collaborators.invites.received).
+ *
+ * @generated from message collections.v1.ReceivedInvite
+ */
+export type ReceivedInvite = Message<"collections.v1.ReceivedInvite"> & {
+  /**
+   * @generated from field: collections.v1.Invite invite = 1;
+   */
+  invite?: Invite | undefined;
+
+  /**
+   * @generated from field: string collection_name = 2;
+   */
+  collectionName: string;
+
+  /**
+   * The inviter's username; null when the user is unknown to the auth service.
+   *
+   * @generated from field: optional string inviter_username = 3;
+   */
+  inviterUsername?: string | undefined;
+};
+
+/**
+ * Describes the message collections.v1.ReceivedInvite.
+ * Use `create(ReceivedInviteSchema)` to create a new message.
+ */
+export const ReceivedInviteSchema: GenMessage<ReceivedInvite> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 11);
+
+/**
+ * An accepted collaborator on a collection (collaborators.list).
+ *
+ * @generated from message collections.v1.Collaborator
+ */
+export type Collaborator = Message<"collections.v1.Collaborator"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * null when the user is unknown to the auth service.
+   *
+   * @generated from field: optional string username = 2;
+   */
+  username?: string | undefined;
+
+  /**
+   * @generated from field: bool can_upload = 3;
+   */
+  canUpload: boolean;
+
+  /**
+   * @generated from field: bool can_edit = 4;
+   */
+  canEdit: boolean;
+
+  /**
+   * @generated from field: bool can_delete = 5;
+   */
+  canDelete: boolean;
+
+  /**
+   * When the invite was accepted.
+   *
+   * @generated from field: optional google.protobuf.Timestamp accepted_at = 6;
+   */
+  acceptedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message collections.v1.Collaborator.
+ * Use `create(CollaboratorSchema)` to create a new message.
+ */
+export const CollaboratorSchema: GenMessage<Collaborator> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 12);
+
+/**
+ * A collaborator's (or invited user's) membership of a collection with its flags
+ * (collaborators.update_permissions).
+ *
+ * @generated from message collections.v1.CollaboratorMembership
+ */
+export type CollaboratorMembership = Message<"collections.v1.CollaboratorMembership"> & {
+  /**
+   * @generated from field: int64 collection_id = 1;
+   */
+  collectionId: bigint;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * pending or accepted.
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * @generated from field: bool can_upload = 4;
+   */
+  canUpload: boolean;
+
+  /**
+   * @generated from field: bool can_edit = 5;
+   */
+  canEdit: boolean;
+
+  /**
+   * @generated from field: bool can_delete = 6;
+   */
+  canDelete: boolean;
+};
+
+/**
+ * Describes the message collections.v1.CollaboratorMembership.
+ * Use `create(CollaboratorMembershipSchema)` to create a new message.
+ */
+export const CollaboratorMembershipSchema: GenMessage<CollaboratorMembership> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 13);
+
+/**
+ * The effective permission flags of a collaborator.
+ *
+ * @generated from message collections.v1.CollaboratorPermissions
+ */
+export type CollaboratorPermissions = Message<"collections.v1.CollaboratorPermissions"> & {
+  /**
+   * @generated from field: bool can_upload = 1;
+   */
+  canUpload: boolean;
+
+  /**
+   * @generated from field: bool can_edit = 2;
+   */
+  canEdit: boolean;
+
+  /**
+   * @generated from field: bool can_delete = 3;
+   */
+  canDelete: boolean;
+};
+
+/**
+ * Describes the message collections.v1.CollaboratorPermissions.
+ * Use `create(CollaboratorPermissionsSchema)` to create a new message.
+ */
+export const CollaboratorPermissionsSchema: GenMessage<CollaboratorPermissions> = /*@__PURE__*/
+  messageDesc(file_collections_v1_resources, 14);
 
