@@ -5,16 +5,16 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "../../buf/validate/validate_pb.js";
-import type { OpResultSchema } from "../../common/v1/common_pb.js";
-import { file_common_v1_common } from "../../common/v1/common_pb.js";
 import { file_common_v1_options } from "../../common/v1/options_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file webhooks/v1/webhooks.proto.
  */
 export const file_webhooks_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("Chp3ZWJob29rcy92MS93ZWJob29rcy5wcm90bxILd2ViaG9va3MudjEiMwoRV2ViaG9va1JlZlJlcXVlc3QSHgoNY29sbGVjdGlvbl9pZBgBIAEoA0IHukgEIgIoASJuChFTZXRXZWJob29rUmVxdWVzdBIeCg1jb2xsZWN0aW9uX2lkGAEgASgDQge6SAQiAigBEhcKA3VybBgCIAEoCUIKukgHcgUQARjQDxIgCgZldmVudHMYAyADKAlCELpIDZIBChAFIgZyBBABGGQyjAYKD1dlYmhvb2tzU2VydmljZRLKAQoKU2V0V2ViaG9vaxIeLndlYmhvb2tzLnYxLlNldFdlYmhvb2tSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IoYByvMYgQEKF2NvbGxlY3Rpb25zLndlYmhvb2tfc2V0EhFjb2xsZWN0aW9uczp3cml0ZSABOlFDb25maWd1cmUgKG9yIHJlLWVuYWJsZSkgYSBjb2xsZWN0aW9uJ3Mgd2ViaG9vazsgcmV0dXJucyB0aGUgc2lnbmluZyBzZWNyZXQgb25jZS4SvgEKCkdldFdlYmhvb2sSHi53ZWJob29rcy52MS5XZWJob29rUmVmUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJ7yvMYdwoXY29sbGVjdGlvbnMud2ViaG9va19nZXQSEGNvbGxlY3Rpb25zOnJlYWQ6SldlYmhvb2sgY29uZmlndXJhdGlvbiwgaGVhbHRoIGFuZCB0aGUgbGFzdCBmaXZlIGF0dGVtcHRzIChzZWNyZXQgb21pdHRlZCkuEsEBCg1SZW1vdmVXZWJob29rEh4ud2ViaG9va3MudjEuV2ViaG9va1JlZlJlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQie8rzGHcKGmNvbGxlY3Rpb25zLndlYmhvb2tfcmVtb3ZlEhFjb2xsZWN0aW9uczp3cml0ZSABOkRSZW1vdmUgYSBjb2xsZWN0aW9uJ3Mgd2ViaG9vayAoaWRlbXBvdGVudDsgcmVtb3ZlZDpmYWxzZSB3aGVuIG5vbmUpLhKmAQoLVGVzdFdlYmhvb2sSHi53ZWJob29rcy52MS5XZWJob29rUmVmUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJiyvMYXgoYY29sbGVjdGlvbnMud2ViaG9va190ZXN0EhFjb2xsZWN0aW9uczp3cml0ZTovU2VuZCBhIHRlc3QgZGVsaXZlcnkgdG8gYSBjb2xsZWN0aW9uJ3Mgd2ViaG9vay5iBnByb3RvMw", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+  fileDesc("Chp3ZWJob29rcy92MS93ZWJob29rcy5wcm90bxILd2ViaG9va3MudjEiMwoRV2ViaG9va1JlZlJlcXVlc3QSHgoNY29sbGVjdGlvbl9pZBgBIAEoA0IHukgEIgIoASJuChFTZXRXZWJob29rUmVxdWVzdBIeCg1jb2xsZWN0aW9uX2lkGAEgASgDQge6SAQiAigBEhcKA3VybBgCIAEoCUIKukgHcgUQARjQDxIgCgZldmVudHMYAyADKAlCELpIDZIBChAFIgZyBBABGGQi8AMKB1dlYmhvb2sSFQoNY29sbGVjdGlvbl9pZBgBIAEoAxILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJEg8KB2VuYWJsZWQYBCABKAgSJAoPZGlzYWJsZWRfcmVhc29uGAUgASgJQgbS8xgCIAFIAIgBARIVCg1mYWlsdXJlX2NvdW50GAYgASgFEiAKC2xhc3Rfc3RhdHVzGAcgASgFQgbS8xgCIAFIAYgBARIfCgpsYXN0X2Vycm9yGAggASgJQgbS8xgCIAFIAogBARJBChBsYXN0X2RlbGl2ZXJ5X2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIG0vMYAiABSAOIAQESLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoPcmVjZW50X2F0dGVtcHRzGAwgAygLMhwud2ViaG9va3MudjEuRGVsaXZlcnlBdHRlbXB0QhIKEF9kaXNhYmxlZF9yZWFzb25CDgoMX2xhc3Rfc3RhdHVzQg0KC19sYXN0X2Vycm9yQhMKEV9sYXN0X2RlbGl2ZXJ5X2F0ItEBCg9EZWxpdmVyeUF0dGVtcHQSDQoFZXZlbnQYASABKAkSEwoLZGVsaXZlcnlfaWQYAiABKAkSDwoHYXR0ZW1wdBgDIAEoBRIbCgZzdGF0dXMYBCABKAVCBtLzGAIgAUgAiAEBEhMKC2R1cmF0aW9uX21zGAUgASgFEhoKBWVycm9yGAYgASgJQgbS8xgCIAFIAYgBARImCgJhdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCCQoHX3N0YXR1c0IICgZfZXJyb3IiSwoSU2V0V2ViaG9va1Jlc3BvbnNlEiUKB3dlYmhvb2sYASABKAsyFC53ZWJob29rcy52MS5XZWJob29rEg4KBnNlY3JldBgCIAEoCSI7ChJHZXRXZWJob29rUmVzcG9uc2USJQoHd2ViaG9vaxgBIAEoCzIULndlYmhvb2tzLnYxLldlYmhvb2siPwoVUmVtb3ZlV2ViaG9va1Jlc3BvbnNlEg8KB3JlbW92ZWQYASABKAgSFQoNY29sbGVjdGlvbl9pZBgCIAEoAyJXChNUZXN0V2ViaG9va1Jlc3BvbnNlEhEKCWRlbGl2ZXJlZBgBIAEoCBItCgdhdHRlbXB0GAIgASgLMhwud2ViaG9va3MudjEuRGVsaXZlcnlBdHRlbXB0MuYGCg9XZWJob29rc1NlcnZpY2US1gEKClNldFdlYmhvb2sSHi53ZWJob29rcy52MS5TZXRXZWJob29rUmVxdWVzdBofLndlYmhvb2tzLnYxLlNldFdlYmhvb2tSZXNwb25zZSKGAcrzGIEBChdjb2xsZWN0aW9ucy53ZWJob29rX3NldBIRY29sbGVjdGlvbnM6d3JpdGUgATpRQ29uZmlndXJlIChvciByZS1lbmFibGUpIGEgY29sbGVjdGlvbidzIHdlYmhvb2s7IHJldHVybnMgdGhlIHNpZ25pbmcgc2VjcmV0IG9uY2UuEsoBCgpHZXRXZWJob29rEh4ud2ViaG9va3MudjEuV2ViaG9va1JlZlJlcXVlc3QaHy53ZWJob29rcy52MS5HZXRXZWJob29rUmVzcG9uc2Uie8rzGHcKF2NvbGxlY3Rpb25zLndlYmhvb2tfZ2V0EhBjb2xsZWN0aW9uczpyZWFkOkpXZWJob29rIGNvbmZpZ3VyYXRpb24sIGhlYWx0aCBhbmQgdGhlIGxhc3QgZml2ZSBhdHRlbXB0cyAoc2VjcmV0IG9taXR0ZWQpLhLQAQoNUmVtb3ZlV2ViaG9vaxIeLndlYmhvb2tzLnYxLldlYmhvb2tSZWZSZXF1ZXN0GiIud2ViaG9va3MudjEuUmVtb3ZlV2ViaG9va1Jlc3BvbnNlInvK8xh3Chpjb2xsZWN0aW9ucy53ZWJob29rX3JlbW92ZRIRY29sbGVjdGlvbnM6d3JpdGUgATpEUmVtb3ZlIGEgY29sbGVjdGlvbidzIHdlYmhvb2sgKGlkZW1wb3RlbnQ7IHJlbW92ZWQ6ZmFsc2Ugd2hlbiBub25lKS4S2QEKC1Rlc3RXZWJob29rEh4ud2ViaG9va3MudjEuV2ViaG9va1JlZlJlcXVlc3QaIC53ZWJob29rcy52MS5UZXN0V2ViaG9va1Jlc3BvbnNlIocByvMYggEKGGNvbGxlY3Rpb25zLndlYmhvb2tfdGVzdBIRY29sbGVjdGlvbnM6d3JpdGU6U1NlbmQgb25lIHNpZ25lZCB0ZXN0IGRlbGl2ZXJ5IHRvIGEgY29sbGVjdGlvbidzIHdlYmhvb2sgbm93IGFuZCByZXBvcnQgdGhlIGF0dGVtcHQuYgZwcm90bzM", [file_buf_validate_validate, file_common_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * Request of the operations that take only the collection id.
@@ -68,6 +68,234 @@ export const SetWebhookRequestSchema: GenMessage<SetWebhookRequest> = /*@__PURE_
   messageDesc(file_webhooks_v1_webhooks, 1);
 
 /**
+ * A collection's webhook: configuration and health. The signing secret is never part of it.
+ *
+ * @generated from message webhooks.v1.Webhook
+ */
+export type Webhook = Message<"webhooks.v1.Webhook"> & {
+  /**
+   * @generated from field: int64 collection_id = 1;
+   */
+  collectionId: bigint;
+
+  /**
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * @generated from field: repeated string events = 3;
+   */
+  events: string[];
+
+  /**
+   * @generated from field: bool enabled = 4;
+   */
+  enabled: boolean;
+
+  /**
+   * Why deliveries stopped (20 consecutive failed deliveries, or a 410 Gone from the receiver).
+   *
+   * @generated from field: optional string disabled_reason = 5;
+   */
+  disabledReason?: string | undefined;
+
+  /**
+   * Consecutive failed deliveries (reset by a successful one and by collections.webhook_set).
+   *
+   * @generated from field: int32 failure_count = 6;
+   */
+  failureCount: number;
+
+  /**
+   * HTTP status of the last attempt's answer (null when it got none).
+   *
+   * @generated from field: optional int32 last_status = 7;
+   */
+  lastStatus?: number | undefined;
+
+  /**
+   * @generated from field: optional string last_error = 8;
+   */
+  lastError?: string | undefined;
+
+  /**
+   * @generated from field: optional google.protobuf.Timestamp last_delivery_at = 9;
+   */
+  lastDeliveryAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 10;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 11;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * The last five attempts, newest first (collections.webhook_get).
+   *
+   * @generated from field: repeated webhooks.v1.DeliveryAttempt recent_attempts = 12;
+   */
+  recentAttempts: DeliveryAttempt[];
+};
+
+/**
+ * Describes the message webhooks.v1.Webhook.
+ * Use `create(WebhookSchema)` to create a new message.
+ */
+export const WebhookSchema: GenMessage<Webhook> = /*@__PURE__*/
+  messageDesc(file_webhooks_v1_webhooks, 2);
+
+/**
+ * One attempt to deliver an event to the receiver.
+ *
+ * @generated from message webhooks.v1.DeliveryAttempt
+ */
+export type DeliveryAttempt = Message<"webhooks.v1.DeliveryAttempt"> & {
+  /**
+   * collection.updated, or webhook.test for collections.webhook_test.
+   *
+   * @generated from field: string event = 1;
+   */
+  event: string;
+
+  /**
+   * The delivery this attempt belongs to (the X-Service-Delivery / webhook-id header).
+   *
+   * @generated from field: string delivery_id = 2;
+   */
+  deliveryId: string;
+
+  /**
+   * 1 to 4.
+   *
+   * @generated from field: int32 attempt = 3;
+   */
+  attempt: number;
+
+  /**
+   * The receiver's HTTP status; null when no answer came (timeout, refused connection, blocked host).
+   *
+   * @generated from field: optional int32 status = 4;
+   */
+  status?: number | undefined;
+
+  /**
+   * @generated from field: int32 duration_ms = 5;
+   */
+  durationMs: number;
+
+  /**
+   * @generated from field: optional string error = 6;
+   */
+  error?: string | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 7;
+   */
+  at?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message webhooks.v1.DeliveryAttempt.
+ * Use `create(DeliveryAttemptSchema)` to create a new message.
+ */
+export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
+  messageDesc(file_webhooks_v1_webhooks, 3);
+
+/**
+ * @generated from message webhooks.v1.SetWebhookResponse
+ */
+export type SetWebhookResponse = Message<"webhooks.v1.SetWebhookResponse"> & {
+  /**
+   * @generated from field: webhooks.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+
+  /**
+   * The signing secret, shown this once (a later webhook_set issues a new one).
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message webhooks.v1.SetWebhookResponse.
+ * Use `create(SetWebhookResponseSchema)` to create a new message.
+ */
+export const SetWebhookResponseSchema: GenMessage<SetWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_webhooks_v1_webhooks, 4);
+
+/**
+ * @generated from message webhooks.v1.GetWebhookResponse
+ */
+export type GetWebhookResponse = Message<"webhooks.v1.GetWebhookResponse"> & {
+  /**
+   * @generated from field: webhooks.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message webhooks.v1.GetWebhookResponse.
+ * Use `create(GetWebhookResponseSchema)` to create a new message.
+ */
+export const GetWebhookResponseSchema: GenMessage<GetWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_webhooks_v1_webhooks, 5);
+
+/**
+ * @generated from message webhooks.v1.RemoveWebhookResponse
+ */
+export type RemoveWebhookResponse = Message<"webhooks.v1.RemoveWebhookResponse"> & {
+  /**
+   * false when the collection had no webhook.
+   *
+   * @generated from field: bool removed = 1;
+   */
+  removed: boolean;
+
+  /**
+   * @generated from field: int64 collection_id = 2;
+   */
+  collectionId: bigint;
+};
+
+/**
+ * Describes the message webhooks.v1.RemoveWebhookResponse.
+ * Use `create(RemoveWebhookResponseSchema)` to create a new message.
+ */
+export const RemoveWebhookResponseSchema: GenMessage<RemoveWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_webhooks_v1_webhooks, 6);
+
+/**
+ * @generated from message webhooks.v1.TestWebhookResponse
+ */
+export type TestWebhookResponse = Message<"webhooks.v1.TestWebhookResponse"> & {
+  /**
+   * true when the receiver answered 2xx.
+   *
+   * @generated from field: bool delivered = 1;
+   */
+  delivered: boolean;
+
+  /**
+   * @generated from field: webhooks.v1.DeliveryAttempt attempt = 2;
+   */
+  attempt?: DeliveryAttempt | undefined;
+};
+
+/**
+ * Describes the message webhooks.v1.TestWebhookResponse.
+ * Use `create(TestWebhookResponseSchema)` to create a new message.
+ */
+export const TestWebhookResponseSchema: GenMessage<TestWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_webhooks_v1_webhooks, 7);
+
+/**
  * WebhooksService owns the one outbound signed webhook per collection: its configuration,
  * signing secret, health, delivery log and the coalesced, retried collection.updated deliveries.
  * Only the collection's owner can configure it (collaborator can_edit does not extend to it).
@@ -81,7 +309,7 @@ export const WebhooksService: GenService<{
   setWebhook: {
     methodKind: "unary";
     input: typeof SetWebhookRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof SetWebhookResponseSchema;
   },
   /**
    * @generated from rpc webhooks.v1.WebhooksService.GetWebhook
@@ -89,7 +317,7 @@ export const WebhooksService: GenService<{
   getWebhook: {
     methodKind: "unary";
     input: typeof WebhookRefRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof GetWebhookResponseSchema;
   },
   /**
    * @generated from rpc webhooks.v1.WebhooksService.RemoveWebhook
@@ -97,7 +325,7 @@ export const WebhooksService: GenService<{
   removeWebhook: {
     methodKind: "unary";
     input: typeof WebhookRefRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof RemoveWebhookResponseSchema;
   },
   /**
    * @generated from rpc webhooks.v1.WebhooksService.TestWebhook
@@ -105,7 +333,7 @@ export const WebhooksService: GenService<{
   testWebhook: {
     methodKind: "unary";
     input: typeof WebhookRefRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof TestWebhookResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_webhooks_v1_webhooks, 0);
