@@ -8,9 +8,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { pipeline } from "node:stream/promises";
 import { createContextValues } from "@connectrpc/connect";
+import type { StoredObject } from "@cms/contracts/common/v1/common_pb";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
 import {
-  AppError, actAsKey, bodyOf, fromConnectError, verifyGrant, type Clients, type Grant, type Logger, type ObjectStore,
+  AppError, actAsKey, fromConnectError, verifyGrant, type Clients, type Grant, type Logger, type ObjectStore,
 } from "@cms/platform";
 import { bearerOf, type ApiKeyChecker, type TokenResolver } from "./access.js";
 import type { RateLimiter } from "./rate-limit.js";
@@ -22,6 +23,11 @@ export const MEDIA_PROXY_PREFIX = "/storage/v1/media/";
 
 /** The object an operation or a link names (the `object` of a streams_object result). */
 export interface ObjectRef { store_key: string; content_type?: string | null; filename?: string; sha256?: string | null }
+
+/** The ObjectRef of a common.v1.StoredObject that a service answered with. */
+export function objectRefOf(o: StoredObject): ObjectRef {
+  return { store_key: o.storeKey, content_type: o.contentType ?? null, filename: o.filename, sha256: o.sha256 ?? null };
+}
 
 export interface StreamOptions { disposition: "inline" | "attachment"; headers?: Record<string, string> }
 
@@ -140,16 +146,17 @@ export function createMediaProxyHandler(deps: MediaProxyDeps) {
       }
       const m = /^(\d+)\/(main|thumbnail|background)$/.exec(rest);
       if (!m) throw new AppError("not_found", `No media proxy route ${MEDIA_PROXY_PREFIX}${rest}; use ${MEDIA_PROXY_PREFIX}<media_id>/<main|thumbnail|background>.`);
-      let body: Record<string, unknown>;
+      let object: StoredObject | undefined;
       try {
-        body = bodyOf(await deps.clients.get(MediaService).resolveMediaObject(
+        ({ object } = await deps.clients.get(MediaService).resolveMediaObject(
           { mediaId: BigInt(m[1]!), part: m[2]! },
           { contextValues: createContextValues().set(actAsKey, caller) },
         ));
       } catch (err) {
         throw fromConnectError(err);
       }
-      await deps.streamObject(req, res, body.object as ObjectRef, { disposition: "inline" });
+      if (!object) throw new AppError("not_found", "The stored file is missing.");
+      await deps.streamObject(req, res, objectRefOf(object), { disposition: "inline" });
     } catch (err) {
       fail(res, err, deps.log);
     }

@@ -11,10 +11,13 @@ import { randomBytes } from "node:crypto";
 import { PassThrough, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import busboy from "busboy";
-import { MediaService } from "@cms/contracts/media/v1/media_pb";
-import { AppError, bodyOf, fromConnectError, safeFilename, verifyGrant, type Clients, type Logger, type ObjectStore } from "@cms/platform";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { MediaService, type CheckDropGrantResponse } from "@cms/contracts/media/v1/media_pb";
+import { MediaSchema } from "@cms/contracts/media/v1/resources_pb";
+import { AppError, fromConnectError, safeFilename, verifyGrant, type Clients, type Logger, type ObjectStore } from "@cms/platform";
 import { MAX_PUT_BYTES } from "@cms/platform/upload-urls";
 import { errorOutcome, sendJson } from "./op-endpoint.js";
+import { renderObject } from "./render.js";
 
 export const DROP_PREFIX = "/drop/";
 const MAX_FILES = 20;
@@ -95,8 +98,8 @@ export function createDropHandler(deps: { store: ObjectStore; grantSecret: strin
       return { filename, error: app.toBody(), status: app.status };
     }
     try {
-      const out = bodyOf(await media().adoptDroppedFile({ grant: token, storeKey: key, filename, contentType: mimeType, sha256: stored.sha256 }));
-      return { filename, media: out.media as Record<string, unknown> };
+      const out = await media().adoptDroppedFile({ grant: token, storeKey: key, filename, contentType: mimeType, sha256: stored.sha256 });
+      return { filename, media: out.media && renderObject(MediaSchema, out.media) };
     } catch (err) {
       await deps.store.delete([key]).catch(() => {});
       const app = fromConnectError(err);
@@ -140,19 +143,20 @@ export function createDropHandler(deps: { store: ObjectStore; grantSecret: strin
       const token = decodeURIComponent(rest.split("/")[0] ?? "");
       // Signature, purpose and expiry here; the grant's user and permission by the media service.
       verifyGrant(deps.grantSecret, token, "drop");
-      let check: Record<string, unknown>;
+      let check: CheckDropGrantResponse;
       try {
-        check = bodyOf(await media().checkDropGrant({ grant: token }));
+        check = await media().checkDropGrant({ grant: token });
       } catch (err) {
         throw fromConnectError(err);
       }
-      const collectionId = Number(check.collection_id);
+      const collectionId = Number(check.collectionId);
       if (req.method !== "POST") {
         const nonce = randomBytes(16).toString("base64");
-        sendHtml(res, 200, `Drop files into collection ${collectionId}`, page(collectionId, String(check.expires_at), nonce), nonce);
+        const expiresAt = check.expiresAt ? timestampDate(check.expiresAt).toISOString() : "";
+        sendHtml(res, 200, `Drop files into collection ${collectionId}`, page(collectionId, expiresAt, nonce), nonce);
         return;
       }
-      const files = await receive(req, token, String(check.key_prefix));
+      const files = await receive(req, token, check.keyPrefix);
       const added = files.filter((f) => f.media);
       const status = added.length ? 200 : files[0]!.status ?? 400;
       if (wantsJson(req)) {

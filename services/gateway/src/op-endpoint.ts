@@ -13,7 +13,7 @@ import type { RateLimiter } from "./rate-limit.js";
 import { canonicalJson, type IdempotencyStore } from "./idempotency.js";
 import { validationError, type OpEntry, type OpRegistry } from "./registry.js";
 import type { MetaHandler } from "./meta.js";
-import type { ObjectRef, ObjectStreamer } from "./download-routes.js";
+import { objectRefOf, type ObjectRef, type ObjectStreamer } from "./download-routes.js";
 import { renderJson } from "./render.js";
 
 export const OP_PATH = "/functions/v1/thirdparty-v1";
@@ -38,12 +38,6 @@ export interface OpOutcome { status: number; body: string }
 
 /** An outcome as the endpoint answers it: JSON, or the stored object of a streams_object op. */
 type Answer = OpOutcome & { headers?: Record<string, string>; object?: ObjectRef };
-
-/** The object a streams_object operation's response names (its `object` field). */
-function objectOf(res: Message): ObjectRef | undefined {
-  const o = (res as Message & { object?: StoredObject }).object;
-  return o ? { store_key: o.storeKey, content_type: o.contentType ?? null, filename: o.filename, sha256: o.sha256 ?? null } : undefined;
-}
 
 /** Rendered JSON of messages answered more than once (meta answers built once). */
 const renderedOnce = new WeakMap<Message, string>();
@@ -128,8 +122,8 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
     }
     if (op.streamsObject) {
       // The service named the object; the bytes go from the store to the client, not as JSON.
-      const object = objectOf(res);
-      if (object) return { status: 200, body: "", object };
+      const object = (res as Message & { object?: StoredObject }).object;
+      if (object) return { status: 200, body: "", object: objectRefOf(object) };
     }
     return { status: 200, body: renderJson(op.method.output, res) };
   }

@@ -10,9 +10,11 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
-import { AppError, ObjectLengthMismatchError, ObjectTooLargeError, bodyOf, verifyGrant, type Clients, type Logger, type ObjectStore } from "@cms/platform";
+import { MediaSchema } from "@cms/contracts/media/v1/resources_pb";
+import { AppError, ObjectLengthMismatchError, ObjectTooLargeError, verifyGrant, type Clients, type Logger, type ObjectStore } from "@cms/platform";
 import { BYTE_UPLOAD_PREFIX, MAX_PUT_BYTES, OBJECT_UPLOAD_PREFIX, type UploadGrant } from "@cms/platform/upload-urls";
 import { errorOutcome, sendJson } from "./op-endpoint.js";
+import { renderObject } from "./render.js";
 
 export const UPLOAD_PREFIXES = [BYTE_UPLOAD_PREFIX, OBJECT_UPLOAD_PREFIX];
 export { MAX_PUT_BYTES };
@@ -57,8 +59,8 @@ export function createUploadHandler(deps: { store: ObjectStore; grantSecret: str
         // The bytes are stored whatever happens next; a failed report is caught up by the
         // media service's upload_finalize job.
         try {
-          const out = bodyOf(await deps.clients.get(MediaService).objectUploaded({ storeKey: grant.key, mediaId: BigInt(grant.media_id), sha256: info.sha256 }));
-          if (out.media) body.media = out.media;
+          const out = await deps.clients.get(MediaService).objectUploaded({ storeKey: grant.key, mediaId: BigInt(grant.media_id), sha256: info.sha256 });
+          if (out.media) body.media = renderObject(MediaSchema, out.media);
         } catch (err) {
           deps.log.warn({ err, key: grant.key }, "reporting an upload to the media service failed");
         }

@@ -1,7 +1,7 @@
 /** The media catalogue: reading, creating, changing, deleting and arranging media rows. */
 import { AppError, isStoreKey, type Caller } from "@cms/platform";
-import { LINK_VIEWER, MEDIA_COLUMNS, mediaJson, type MediaRow } from "../domain/media-json.js";
-import { TEXT_NOTE_URL, checkName, isVideoHostingUrl, listHint, normalizeTags, textNoteColumns, textNoteMode } from "../domain/rules.js";
+import { LINK_VIEWER, MEDIA_COLUMNS, type MediaRow, type Page } from "../domain/media-json.js";
+import { TEXT_NOTE_URL, checkName, isVideoHostingUrl, listHint, normalizeTags, textNoteColumns, textNoteMode, type ListHint } from "../domain/rules.js";
 import { lockCollection, nextPosition, renumber, storeKeysOf } from "../store/media-store.js";
 import { authorize, emitUpdated, findMedia, mediaFor, orphanObjects, type Deps } from "./deps.js";
 import { ingestSource, thumbnailsFromKey, thumbnailsFromRemote, type Ingested } from "./ingest.js";
@@ -16,38 +16,48 @@ function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
+/** Describe's URLs: where the bytes are; a stored object's URL needs the bearer token. */
+export interface ProxyUrls { mainUrl: string; thumbnailUrl: string | null; backgroundImageUrl: string | null }
+
 /** Proxy URLs of describe: metadata about where the bytes are, read with a bearer token. */
-function proxyUrls(baseUrl: string, row: MediaRow): Record<string, string | null> {
-  const proxy = (part: string, value: string | null) => (value && isStoreKey(value) ? `${baseUrl}/storage/v1/media/${row.id}/${part}` : value);
+function proxyUrls(baseUrl: string, row: MediaRow): ProxyUrls {
+  const proxy = <T extends string | null>(part: string, value: T): T | string => (value && isStoreKey(value) ? `${baseUrl}/storage/v1/media/${row.id}/${part}` : value);
   return {
-    main_url: proxy("main", row.main_url),
-    thumbnail_url: row.thumbnail_url?.startsWith("/assets/") ? `${baseUrl}${row.thumbnail_url}` : proxy("thumbnail", row.thumbnail_url),
-    background_image_url: proxy("background", row.background_image_url),
+    mainUrl: proxy("main", row.main_url),
+    thumbnailUrl: row.thumbnail_url?.startsWith("/assets/") ? `${baseUrl}${row.thumbnail_url}` : proxy("thumbnail", row.thumbnail_url),
+    backgroundImageUrl: proxy("background", row.background_image_url),
   };
 }
 
-export async function getMedia(deps: Deps, caller: Caller, id: number) {
+export async function getMedia(deps: Deps, caller: Caller, id: number): Promise<MediaRow> {
   // A one-call upload whose bytes came through a presigned PUT is completed on first read.
   const { row } = await finalizedRow(deps, (await mediaFor(deps, caller, id, "read")).row);
-  return { media: mediaJson(row) };
+  return row;
 }
 
-export async function describeMedia(deps: Deps, caller: Caller, id: number) {
+export type MediaKind = "collection_link" | "text_note" | "stored_file" | "external_link";
+
+export interface Described { row: MediaRow; kind: MediaKind; inferredViewer: string; proxyUrls: ProxyUrls; proxyNote: string; downloadable: boolean }
+
+export async function describeMedia(deps: Deps, caller: Caller, id: number): Promise<Described> {
   const { row } = await finalizedRow(deps, (await mediaFor(deps, caller, id, "read")).row);
-  const kind = row.linked_collection_id !== null ? "collection_link" : row.main_url === TEXT_NOTE_URL ? "text_note" : isStoreKey(row.main_url) ? "stored_file" : "external_link";
+  const kind: MediaKind = row.linked_collection_id !== null ? "collection_link" : row.main_url === TEXT_NOTE_URL ? "text_note" : isStoreKey(row.main_url) ? "stored_file" : "external_link";
   return {
-    media: mediaJson(row),
+    row,
     kind,
-    inferred_viewer: row.viewer,
-    proxy_urls: proxyUrls(deps.ctx.config.baseUrl, row),
-    proxy_note: "The proxy URLs need the bearer token and describe where the bytes are; download with media.download, media.download_url or the chunked download.",
+    inferredViewer: row.viewer,
+    proxyUrls: proxyUrls(deps.ctx.config.baseUrl, row),
+    proxyNote: "The proxy URLs need the bearer token and describe where the bytes are; download with media.download, media.download_url or the chunked download.",
     downloadable: kind === "stored_file",
   };
 }
 
 export interface ListInput { collectionId: number; includeArchived: boolean; tag?: string; viewer?: string; nameContains?: string; limit: number; offset: number }
 
-export async function listMedia(deps: Deps, caller: Caller, input: ListInput) {
+/** A media.list page; `hint` says why it is empty (or past the end). */
+export interface ListPage { rows: MediaRow[]; pagination: Page; hint: ListHint }
+
+export async function listMedia(deps: Deps, caller: Caller, input: ListInput): Promise<ListPage> {
   await authorize(deps, caller, input.collectionId, "read");
   const base = deps.db("media").where({ collection_id: input.collectionId, is_deleted: false });
   const filtered = base.clone();
@@ -64,27 +74,35 @@ export async function listMedia(deps: Deps, caller: Caller, input: ListInput) {
     filtered.clone().select(MEDIA_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(input.limit).offset(input.offset) as Promise<MediaRow[]>,
   ]);
   const total = Number(totalRaw);
-  const body: Record<string, unknown> = { media: rows.map(mediaJson), pagination: { limit: input.limit, offset: input.offset, total } };
+  const page: ListPage = { rows, pagination: { limit: input.limit, offset: input.offset, total }, hint: {} };
   if (!rows.length) {
     const [{ all, archived }] = await base.clone().select(deps.db.raw("count(*) AS all"), deps.db.raw("count(*) FILTER (WHERE is_archived) AS archived"));
     const [{ n }] = await unfiltered.clone().count<{ n: number }[]>("* as n");
-    Object.assign(body, listHint({
+    page.hint = listHint({
       total: Number(total), all: Number(all), archived: Number(archived), withoutFilters: Number(n),
       filtered: Boolean(input.tag || input.viewer || input.nameContains), includeArchived: input.includeArchived, offset: input.offset,
-    }));
+    });
   }
-  return body;
+  return page;
 }
 
-export async function batchListMedia(deps: Deps, caller: Caller, collectionIds: number[], limit: number, offset: number) {
+export async function batchListMedia(deps: Deps, caller: Caller, collectionIds: number[], limit: number, offset: number): Promise<{ rows: MediaRow[]; collectionIds: number[]; pagination: Page }> {
   for (const id of collectionIds) await authorize(deps, caller, id, "owner");
   const q = deps.db("media").whereIn("collection_id", collectionIds).where({ is_deleted: false, is_archived: false });
   const [{ total }] = await q.clone().count<{ total: number }[]>("* as total");
   const rows: MediaRow[] = await q.select("*").orderByRaw("array_position(?::bigint[], collection_id), position, id", [collectionIds]).limit(limit).offset(offset);
-  return { media: rows.map(mediaJson), collection_ids: collectionIds, pagination: { limit, offset, total: Number(total) } };
+  return { rows, collectionIds, pagination: { limit, offset, total: Number(total) } };
 }
 
-export async function searchMedia(deps: Deps, caller: Caller, input: { query: string; collectionId?: number; limit: number; offset: number }) {
+/**
+ * A media.search page. No match carries a hint and the counts of matches outside the scope (when
+ * there are any); a page past the end of the results carries the hint alone.
+ */
+export interface SearchPage {
+  rows: MediaRow[]; query: string; pagination: Page; alsoArchived?: number; alsoInOtherCollections?: number; hint?: string;
+}
+
+export async function searchMedia(deps: Deps, caller: Caller, input: { query: string; collectionId?: number; limit: number; offset: number }): Promise<SearchPage> {
   const q = input.query.trim().toLowerCase();
   if (!q) throw new AppError("invalid_request", "query must not be blank.", { field: "query" });
   if (input.collectionId !== undefined) await authorize(deps, caller, input.collectionId, "read");
@@ -102,23 +120,23 @@ export async function searchMedia(deps: Deps, caller: Caller, input: { query: st
     .orderByRaw("updated_at DESC, id DESC")
     .limit(input.limit).offset(input.offset);
   const total = rows.length ? Number(rows[0]!.total) : Number((await active.clone().count<{ total: number }[]>("* as total"))[0]!.total);
-  const body: Record<string, unknown> = { media: rows.map(mediaJson), query: input.query, pagination: { limit: input.limit, offset: input.offset, total: Number(total) } };
+  const page: SearchPage = { rows, query: input.query, pagination: { limit: input.limit, offset: input.offset, total: Number(total) } };
   if (Number(total) === 0) {
     const [{ n: archived }] = await match(scope(deps.db("media").where({ is_deleted: false, is_archived: true }))).count<{ n: number }[]>("* as n");
-    if (Number(archived) > 0) body.also_archived = Number(archived);
+    if (Number(archived) > 0) page.alsoArchived = Number(archived);
     if (input.collectionId !== undefined) {
       const [{ n: elsewhere }] = await match(deps.db("media").where({ owner_user_id: caller.userId, is_deleted: false, is_archived: false }).whereNot({ collection_id: input.collectionId }).whereNot({ viewer: LINK_VIEWER })).count<{ n: number }[]>("* as n");
-      if (Number(elsewhere) > 0) body.also_in_other_collections = Number(elsewhere);
+      if (Number(elsewhere) > 0) page.alsoInOtherCollections = Number(elsewhere);
     }
-    body.hint = body.also_in_other_collections
-      ? `No item of collection ${input.collectionId} matches "${input.query}", but ${body.also_in_other_collections} in your other collections do: search again without collection_id.`
-      : body.also_archived
-        ? `Only archived items match "${input.query}" (${body.also_archived}); unarchive them to see them here.`
+    page.hint = page.alsoInOtherCollections
+      ? `No item of collection ${input.collectionId} matches "${input.query}", but ${page.alsoInOtherCollections} in your other collections do: search again without collection_id.`
+      : page.alsoArchived
+        ? `Only archived items match "${input.query}" (${page.alsoArchived}); unarchive them to see them here.`
         : `No media item matches "${input.query}" in its name, description or tags. Collections are searched with collections.search.`;
   } else if (input.offset >= Number(total)) {
-    body.hint = `The offset ${input.offset} is past the ${total} results.`;
+    page.hint = `The offset ${input.offset} is past the ${total} results.`;
   }
-  return body;
+  return page;
 }
 
 export interface CreateInput { collectionId: number; sourceUrl?: string; viewer?: string; name?: string; description?: string; tags: string[]; thumbnailUrl?: string }
@@ -142,7 +160,7 @@ async function thumbnailFields(deps: Deps, caller: Caller, ownerUserId: string, 
   return { thumbnail_url: ingested?.thumbnail_url ?? null, background_image_url: ingested?.background_image_url ?? null };
 }
 
-export async function createMedia(deps: Deps, caller: Caller, input: CreateInput) {
+export async function createMedia(deps: Deps, caller: Caller, input: CreateInput): Promise<MediaRow> {
   checkName(input.name);
   const tags = normalizeTags(input.tags);
   const access = await authorize(deps, caller, input.collectionId, "upload");
@@ -163,12 +181,12 @@ export async function createMedia(deps: Deps, caller: Caller, input: CreateInput
     sha256: ingested.sha256,
     ...thumbs,
   });
-  return { media: mediaJson(row) };
+  return row;
 }
 
 export interface UpdateInput { name?: string; description?: string | null; tags?: string[]; thumbnailUrl?: string; viewer?: string }
 
-export async function updateMedia(deps: Deps, caller: Caller, id: number, input: UpdateInput) {
+export async function updateMedia(deps: Deps, caller: Caller, id: number, input: UpdateInput): Promise<MediaRow> {
   checkName(input.name);
   const { row: cur, access } = await mediaFor(deps, caller, id, "edit");
   if (cur.linked_collection_id !== null) throw new AppError("invalid_request", "A sub-collection link row is changed through the collections operations.", { field: "media_id" });
@@ -199,10 +217,10 @@ export async function updateMedia(deps: Deps, caller: Caller, id: number, input:
     return r as MediaRow;
   });
   deps.ctx.bus.flush();
-  return { media: mediaJson(row) };
+  return row;
 }
 
-export async function replaceMedia(deps: Deps, caller: Caller, id: number, input: { sourceUrl: string; name?: string; viewer?: string; thumbnailUrl?: string }) {
+export async function replaceMedia(deps: Deps, caller: Caller, id: number, input: { sourceUrl: string; name?: string; viewer?: string; thumbnailUrl?: string }): Promise<MediaRow> {
   checkName(input.name);
   const { row: cur, access } = await mediaFor(deps, caller, id, "edit");
   if (cur.linked_collection_id !== null || cur.main_url === TEXT_NOTE_URL) throw new AppError("invalid_request", "Only files and links are replaced; text notes use media.text_note.update.", { field: "media_id" });
@@ -223,10 +241,13 @@ export async function replaceMedia(deps: Deps, caller: Caller, id: number, input
     return r as MediaRow;
   });
   deps.ctx.bus.flush();
-  return { media: mediaJson(row), replaced: true };
+  return row;
 }
 
-export async function deleteMedia(deps: Deps, caller: Caller, ids: number[], input: { mode: "soft" | "hard"; confirm: boolean; dryRun: boolean }) {
+/** What media.delete did: with dryRun, nothing (the items it would delete); else it deleted them. */
+export interface DeleteOutcome { dryRun: boolean; mode: "soft" | "hard"; mediaIds: number[] }
+
+export async function deleteMedia(deps: Deps, caller: Caller, ids: number[], input: { mode: "soft" | "hard"; confirm: boolean; dryRun: boolean }): Promise<DeleteOutcome> {
   const rows: MediaRow[] = await deps.db("media").whereIn("id", ids).where({ is_deleted: false });
   const missing = ids.filter((id) => !rows.some((r) => Number(r.id) === id));
   if (missing.length) throw new AppError("not_found", `Media ${missing.join(", ")} do not exist or are already deleted.`, { missing_ids: missing });
@@ -234,7 +255,7 @@ export async function deleteMedia(deps: Deps, caller: Caller, ids: number[], inp
   if (links.length) throw new AppError("invalid_request", `Media ${links.map((r) => r.id).join(", ")} are sub-collection links; move or delete the sub-collection with collections.move or collections.delete.`, { field: "media_ids" });
   const collections = [...new Set(rows.map((r) => Number(r.collection_id)))];
   for (const c of collections) await authorize(deps, caller, c, "delete");
-  if (input.dryRun) return { dry_run: true, mode: input.mode, would_delete: { media_ids: ids, count: ids.length } };
+  if (input.dryRun) return { dryRun: true, mode: input.mode, mediaIds: ids };
   if (input.mode === "hard" && !input.confirm) {
     throw new AppError("confirmation_required", "A hard delete removes the items and their stored files permanently; pass confirm=true, dry_run=true to preview, or mode=soft.", { field: "confirm" });
   }
@@ -253,10 +274,10 @@ export async function deleteMedia(deps: Deps, caller: Caller, ids: number[], inp
     }
   });
   deps.ctx.bus.flush();
-  return { deleted: true, mode: input.mode, media_ids: ids, count: ids.length };
+  return { dryRun: false, mode: input.mode, mediaIds: ids };
 }
 
-export async function setArchived(deps: Deps, caller: Caller, id: number, archived: boolean) {
+export async function setArchived(deps: Deps, caller: Caller, id: number, archived: boolean): Promise<MediaRow> {
   const { row: cur } = await mediaFor(deps, caller, id, "owner");
   const row = await deps.db.transaction(async (trx) => {
     const [r] = await trx("media").where({ id }).update({ is_archived: archived, updated_at: new Date() }).returning("*");
@@ -264,10 +285,10 @@ export async function setArchived(deps: Deps, caller: Caller, id: number, archiv
     return r as MediaRow;
   });
   deps.ctx.bus.flush();
-  return { media: mediaJson(row) };
+  return row;
 }
 
-export async function restoreMedia(deps: Deps, caller: Caller, id: number) {
+export async function restoreMedia(deps: Deps, caller: Caller, id: number): Promise<MediaRow> {
   const { row: cur } = await mediaFor(deps, caller, id, "owner", { allowDeleted: true });
   if (!cur.is_deleted) throw new AppError("invalid_request", `Media ${id} is not deleted.`, { field: "media_id" });
   const row = await deps.db.transaction(async (trx) => {
@@ -279,19 +300,19 @@ export async function restoreMedia(deps: Deps, caller: Caller, id: number) {
     return r as MediaRow;
   });
   deps.ctx.bus.flush();
-  return { media: mediaJson(row) };
+  return row;
 }
 
-export async function copyMedia(deps: Deps, caller: Caller, id: number, targetCollectionId: number) {
+export async function copyMedia(deps: Deps, caller: Caller, id: number, targetCollectionId: number): Promise<{ row: MediaRow; copiedFrom: number }> {
   const { row: src } = await mediaFor(deps, caller, id, "owner");
   if (src.linked_collection_id !== null) throw new AppError("invalid_request", "Sub-collection links are not copied.", { field: "media_id" });
   const target = await authorize(deps, caller, targetCollectionId, "owner");
   const { id: _id, position: _p, collection_id: _c, created_at: _ca, updated_at: _u, search_text: _s, ...fields } = src as MediaRow & { search_text?: string };
   const row = await insertRow(deps, targetCollectionId, target.ownerUserId, caller.userId, { ...fields, is_archived: false, is_deleted: false, deleted_at: null });
-  return { media: mediaJson(row), copied_from: id };
+  return { row, copiedFrom: id };
 }
 
-export async function moveMedia(deps: Deps, caller: Caller, ids: number[], targetCollectionId: number, startPosition: number | undefined) {
+export async function moveMedia(deps: Deps, caller: Caller, ids: number[], targetCollectionId: number, startPosition: number | undefined): Promise<{ rows: MediaRow[]; targetCollectionId: number }> {
   const rows: MediaRow[] = await deps.db("media").whereIn("id", ids).where({ is_deleted: false });
   const missing = ids.filter((id) => !rows.some((r) => Number(r.id) === id));
   if (missing.length) throw new AppError("not_found", `Media ${missing.join(", ")} do not exist.`, { missing_ids: missing });
@@ -314,10 +335,10 @@ export async function moveMedia(deps: Deps, caller: Caller, ids: number[], targe
   });
   deps.ctx.bus.flush();
   const moved: MediaRow[] = await deps.db("media").whereIn("id", ids).orderBy("position");
-  return { media: moved.map(mediaJson), target_collection_id: targetCollectionId };
+  return { rows: moved, targetCollectionId };
 }
 
-export async function reorderMedia(deps: Deps, caller: Caller, collectionId: number, orderedIds: number[]) {
+export async function reorderMedia(deps: Deps, caller: Caller, collectionId: number, orderedIds: number[]): Promise<{ collectionId: number; order: Array<{ id: number; position: number }> }> {
   await authorize(deps, caller, collectionId, "owner");
   const rows = await deps.db.transaction(async (trx) => {
     await lockCollection(trx, collectionId);
@@ -334,16 +355,17 @@ export async function reorderMedia(deps: Deps, caller: Caller, collectionId: num
     return order.map((id, i) => ({ id, position: i }));
   });
   deps.ctx.bus.flush();
-  return { collection_id: collectionId, order: rows, count: rows.length };
+  return { collectionId, order: rows };
 }
 
-export async function finalizeThumbnail(deps: Deps, caller: Caller, id: number, thumbnailUrl: string | undefined) {
+/** The row with its new thumbnails; noop when nothing had to be made. */
+export async function finalizeThumbnail(deps: Deps, caller: Caller, id: number, thumbnailUrl: string | undefined): Promise<{ row: MediaRow; noop: boolean }> {
   const { row: cur, access } = await mediaFor(deps, caller, id, "edit");
   const key = thumbnailUrl ?? cur.thumbnail_url;
   // Omitted, with the row's thumbnail already made from a store key (media.create/update do
   // that on their own): nothing to do. Making it again would shrink the 800 px background to the
   // 200 px thumbnail it would be made from.
-  if (thumbnailUrl === undefined && key && isStoreKey(key) && cur.background_image_url) return { media: mediaJson(cur), noop: true };
+  if (thumbnailUrl === undefined && key && isStoreKey(key) && cur.background_image_url) return { row: cur, noop: true };
   const remote = Boolean(key && /^https?:\/\//i.test(key));
   if (!key || (!isStoreKey(key) && !remote)) {
     throw new AppError("invalid_request", "thumbnail_url must be an object-store key (PUT it with media.get_upload_url purpose=thumbnail first) or an http(s) image URL.", { field: "thumbnail_url" });
@@ -359,7 +381,7 @@ export async function finalizeThumbnail(deps: Deps, caller: Caller, id: number, 
     return r as MediaRow;
   });
   deps.ctx.bus.flush();
-  return { media: mediaJson(row) };
+  return { row, noop: false };
 }
 
 export { findMedia };

@@ -14,7 +14,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import type { Knex } from "knex";
 import { AppError, EVENTS, ObjectLengthMismatchError, STORE_PREFIX, freshStoreKey, readObject, type Caller } from "@cms/platform";
-import { mediaJson, type MediaRow } from "../domain/media-json.js";
+import type { MediaRow } from "../domain/media-json.js";
 import { checkName, normalizeTags } from "../domain/rules.js";
 import {
   CHUNK_BYTES, MAX_CHUNK_BYTES, assemble, checkChunkFits, checkQuotas, decodeVerified, mimeOfFilename,
@@ -52,7 +52,12 @@ async function storageInUse(db: Knex, ownerUserId: string, collectionId: number)
   return { user: Number(rows[0].user_bytes), collection: Number(rows[0].collection_bytes) };
 }
 
-export async function beginUpload(deps: Deps, caller: Caller, input: BeginInput) {
+/** An open upload session and how to send its chunks. */
+export interface UploadSession {
+  uploadId: string; chunkBytes: number; maxChunkBytes: number; chunkCount: number; contentLength: number; expiresAt: Date; nextStep: string;
+}
+
+export async function beginUpload(deps: Deps, caller: Caller, input: BeginInput): Promise<UploadSession> {
   checkName(input.name);
   const tags = normalizeTags(input.tags);
   const access = await authorize(deps, caller, input.collectionId, "upload");
@@ -74,13 +79,13 @@ export async function beginUpload(deps: Deps, caller: Caller, input: BeginInput)
     });
   });
   return {
-    upload_id: id,
-    chunk_bytes: CHUNK_BYTES,
-    max_chunk_bytes: MAX_CHUNK_BYTES,
-    chunk_count: Math.ceil(input.contentLength / CHUNK_BYTES),
-    content_length: input.contentLength,
-    expires_at: expiresAt,
-    next_step: `Send the file as chunks with media.upload_chunk (index 0, 1, ...; ${CHUNK_BYTES} bytes recommended, up to ${MAX_CHUNK_BYTES}), then call media.upload_finish.`,
+    uploadId: id,
+    chunkBytes: CHUNK_BYTES,
+    maxChunkBytes: MAX_CHUNK_BYTES,
+    chunkCount: Math.ceil(input.contentLength / CHUNK_BYTES),
+    contentLength: input.contentLength,
+    expiresAt,
+    nextStep: `Send the file as chunks with media.upload_chunk (index 0, 1, ...; ${CHUNK_BYTES} bytes recommended, up to ${MAX_CHUNK_BYTES}), then call media.upload_finish.`,
   };
 }
 
@@ -99,6 +104,11 @@ async function sessionFor(trx: Knex.Transaction, caller: Caller, uploadId: strin
 }
 
 export interface ChunkInput { uploadId: string; index: number; contentBase64: string; contentLength: number; sha256?: string }
+
+/** A chunk stored, and the session's progress (distinct indexes and their bytes). */
+export interface ChunkReceipt {
+  uploadId: string; index: number; contentLength: number; receivedChunks: number; receivedBytes: number; expectedBytes: number;
+}
 
 /** Chunks up to this size are kept inline in their row; larger ones are store objects. */
 export const INLINE_CHUNK_BYTES = 64 * 1024;
@@ -135,7 +145,7 @@ async function storedExcept(trx: Db, uploadId: string, index: number): Promise<{
  * Under the session's lock: checks the session is open and the chunk fits, then makes `row` the
  * current chunk of its index (an existing reservation, or a new inline row), replacing any earlier.
  */
-async function commitChunk(deps: Deps, trx: Knex.Transaction, caller: Caller, input: ChunkInput, size: number, row: { reservedKey: string } | { data: Buffer }) {
+async function commitChunk(deps: Deps, trx: Knex.Transaction, caller: Caller, input: ChunkInput, size: number, row: { reservedKey: string } | { data: Buffer }): Promise<ChunkReceipt> {
   const s = await sessionFor(trx, caller, input.uploadId);
   if (s.state !== "open") throw finishedError(s);
   const others = await storedExcept(trx, s.id, input.index);
@@ -150,12 +160,12 @@ async function commitChunk(deps: Deps, trx: Knex.Transaction, caller: Caller, in
   }
   await orphanChunkObjects(deps, trx, replaced.map((r) => r.store_key));
   return {
-    upload_id: s.id, index: input.index, content_length: size,
-    received_chunks: others.chunks + 1, received_bytes: others.bytes + size, expected_bytes: Number(s.content_length),
+    uploadId: s.id, index: input.index, contentLength: size,
+    receivedChunks: others.chunks + 1, receivedBytes: others.bytes + size, expectedBytes: Number(s.content_length),
   };
 }
 
-export async function uploadChunk(deps: Deps, caller: Caller, input: ChunkInput) {
+export async function uploadChunk(deps: Deps, caller: Caller, input: ChunkInput): Promise<ChunkReceipt> {
   // Checked before anything is touched: a failing chunk is not stored.
   const bytes = decodeVerified({
     base64: input.contentBase64, contentLength: input.contentLength, sha256: input.sha256, maxBytes: MAX_CHUNK_BYTES,
@@ -292,7 +302,8 @@ function finishFailure(detail: string, field: string, extra: Record<string, unkn
   return new AppError("invalid_request", `${detail} The session stays open: nothing was stored.`, { field, missing_indexes: [], ...extra });
 }
 
-export async function finishUpload(deps: Deps, caller: Caller, input: FinishInput) {
+/** The item a finished session made (the same one again when it finished before). */
+export async function finishUpload(deps: Deps, caller: Caller, input: FinishInput): Promise<{ row: MediaRow; uploadId: string }> {
   let storedKey: string | undefined;
   try {
     const out = await deps.db.transaction(async (trx) => {
@@ -300,7 +311,7 @@ export async function finishUpload(deps: Deps, caller: Caller, input: FinishInpu
       if (s.state === "finished") {
         const row: MediaRow | undefined = await trx("media").where({ id: s.media_id }).first();
         if (!row) throw new AppError("not_found", `Upload ${s.id} finished as media ${s.media_id}, which no longer exists.`, { field: "upload_id", media_id: Number(s.media_id) });
-        return { media: mediaJson(row), chunked_upload: true, upload_id: s.id };
+        return { row, uploadId: s.id };
       }
       const declared = Number(s.content_length);
       if (input.contentLength !== undefined && input.contentLength !== declared) {
@@ -339,7 +350,7 @@ export async function finishUpload(deps: Deps, caller: Caller, input: FinishInpu
       });
       await trx("upload_sessions").where({ id: s.id }).update({ state: "finished", media_id: row.id });
       await discardChunks(deps, trx, [s.id]);
-      return { media: mediaJson(row), chunked_upload: true, upload_id: s.id };
+      return { row, uploadId: s.id };
     });
     deps.ctx.bus.flush();
     return out;
@@ -349,7 +360,7 @@ export async function finishUpload(deps: Deps, caller: Caller, input: FinishInpu
   }
 }
 
-export async function abortUpload(deps: Deps, caller: Caller, uploadId: string) {
+export async function abortUpload(deps: Deps, caller: Caller, uploadId: string): Promise<{ uploadId: string; discardedChunks: number }> {
   return deps.db.transaction(async (trx) => {
     const s = await trx("upload_sessions").where({ id: uploadId }).forUpdate().first() as SessionRow | undefined;
     if (!s || s.user_id !== caller.userId) throw new AppError("not_found", `Upload session ${uploadId} does not exist.`, { field: "upload_id" });
@@ -359,7 +370,7 @@ export async function abortUpload(deps: Deps, caller: Caller, uploadId: string) 
     const [{ n }] = await trx("upload_chunks").where({ upload_id: uploadId, state: "stored" }).count<{ n: number }[]>("* as n");
     await discardChunks(deps, trx, [uploadId]);
     await trx("upload_sessions").where({ id: uploadId }).delete();
-    return { upload_id: uploadId, aborted: true, discarded_chunks: Number(n) };
+    return { uploadId, discardedChunks: Number(n) };
   }).finally(() => deps.ctx.bus.flush());
 }
 

@@ -16,7 +16,7 @@ import { hashObject } from "./stored-files.js";
 export const DOWNLOAD_PREFIX = "/storage/v1/download/";
 
 /** What the gateway streams: one stored object and how to label it. */
-export interface ObjectRef { store_key: string; content_type: string | null; filename: string; sha256: string | null }
+export interface ObjectRef { storeKey: string; contentType: string | null; filename: string; sha256: string | null }
 
 export interface DownloadGrant extends Grant { purpose: "download"; key: string; content_type: string | null; filename: string; media_id: number }
 
@@ -33,64 +33,77 @@ async function storedFileOf(deps: Deps, row: MediaRow): Promise<{ row: MediaRow;
   }
   const { row: current, pending } = await finalizedRow(deps, row);
   if (pending) throw new AppError("invalid_request", `The file of media ${row.id} has not been uploaded yet: PUT it to the upload URL media.get_upload_url returned.`, { field: "media_id" });
-  return { row: current, ref: { store_key: current.main_url, content_type: current.mime_type, filename: filenameOfKey(current.main_url), sha256: current.sha256 } };
+  return { row: current, ref: { storeKey: current.main_url, contentType: current.mime_type, filename: filenameOfKey(current.main_url), sha256: current.sha256 } };
 }
 
-export async function downloadMedia(deps: Deps, caller: Caller, id: number) {
+export async function downloadMedia(deps: Deps, caller: Caller, id: number): Promise<{ object: ObjectRef; mediaId: number }> {
   const { row } = await mediaFor(deps, caller, id, "read");
   const { ref } = await storedFileOf(deps, row);
-  return { object: ref, media_id: id };
+  return { object: ref, mediaId: id };
 }
 
-export async function downloadUrl(deps: Deps, caller: Caller, id: number) {
+/** A signed download link and what it serves. */
+export interface DownloadLink {
+  url: string; expiresAt: Date; mediaId: number; filename: string; contentType: string | null; sizeBytes: number | null; hint: string;
+}
+
+export async function downloadUrl(deps: Deps, caller: Caller, id: number): Promise<DownloadLink> {
   const { row } = await mediaFor(deps, caller, id, "read");
   const { row: current, ref } = await storedFileOf(deps, row);
   const { config } = deps.ctx;
   const expiresAt = new Date(Date.now() + config.downloadUrlTtlMs);
-  const grant: DownloadGrant = { purpose: "download", exp: expiresAt.getTime(), key: ref.store_key, content_type: ref.content_type, filename: ref.filename, media_id: id };
+  const grant: DownloadGrant = { purpose: "download", exp: expiresAt.getTime(), key: ref.storeKey, content_type: ref.contentType, filename: ref.filename, media_id: id };
   const token = signGrant(config.grantSecret!, grant);
   return {
     url: `${config.baseUrl}${DOWNLOAD_PREFIX}${token}/${encodeURIComponent(ref.filename)}`,
-    method: "GET",
-    expires_at: expiresAt,
-    media_id: id,
+    expiresAt,
+    mediaId: id,
     filename: ref.filename,
-    content_type: ref.content_type,
-    size_bytes: current.size_bytes,
+    contentType: ref.contentType,
+    sizeBytes: current.size_bytes,
     hint: "GET the url with no Authorization header before expires_at; it supports Range requests.",
   };
 }
 
-export async function beginDownload(deps: Deps, caller: Caller, id: number) {
+/** An open download session and the whole file's facts. */
+export interface DownloadSession {
+  downloadId: string; mediaId: number; contentType: string; contentLength: number; sha256: string; chunkBytes: number; chunkCount: number;
+  expiresAt: Date; filename: string;
+}
+
+export async function beginDownload(deps: Deps, caller: Caller, id: number): Promise<DownloadSession> {
   const { row } = await mediaFor(deps, caller, id, "read");
   const { row: current, ref } = await storedFileOf(deps, row);
-  const info = await deps.ctx.store.head(ref.store_key);
+  const info = await deps.ctx.store.head(ref.storeKey);
   if (!info) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
   if (info.size > CHUNKED_MAX_BYTES) {
     throw new AppError("invalid_request", `The file has ${info.size} bytes; the chunked download takes files up to ${CHUNKED_MAX_BYTES} bytes. Use media.download or media.download_url.`, { field: "media_id", size_bytes: info.size });
   }
   let sha256 = current.sha256;
   if (!sha256) {
-    const hashed = await hashObject(deps, ref.store_key);
+    const hashed = await hashObject(deps, ref.storeKey);
     if (!hashed) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
     sha256 = hashed.sha256;
     // Remembered on the row: the object under a key never changes.
-    await deps.db("media").where({ id, main_url: ref.store_key }).whereNull("sha256").update({ sha256 });
+    await deps.db("media").where({ id, main_url: ref.storeKey }).whereNull("sha256").update({ sha256 });
   }
   const downloadId = randomUUID();
   const expiresAt = new Date(Date.now() + deps.ctx.config.uploadSessionTtlMs);
-  const contentType = ref.content_type ?? info.contentType;
+  const contentType = ref.contentType ?? info.contentType;
   await deps.db("download_sessions").insert({
-    id: downloadId, user_id: caller.userId, media_id: id, store_key: ref.store_key, content_type: contentType, content_length: info.size,
+    id: downloadId, user_id: caller.userId, media_id: id, store_key: ref.storeKey, content_type: contentType, content_length: info.size,
     sha256, chunk_bytes: CHUNK_BYTES, expires_at: expiresAt,
   });
   return {
-    download_id: downloadId, media_id: id, content_type: contentType, content_length: info.size, sha256, chunk_bytes: CHUNK_BYTES,
-    chunk_count: chunkCount(info.size), expires_at: expiresAt, filename: ref.filename,
+    downloadId, mediaId: id, contentType, contentLength: info.size, sha256, chunkBytes: CHUNK_BYTES,
+    chunkCount: chunkCount(info.size), expiresAt, filename: ref.filename,
   };
 }
 
-export async function downloadChunk(deps: Deps, caller: Caller, downloadId: string, index: number) {
+/** One chunk of a download session. */
+export interface DownloadedChunk { downloadId: string; index: number; bytes: Buffer; chunkCount: number; isLast: boolean }
+
+export async function downloadChunk(deps: Deps, caller: Caller, downloadId: string, index: number): Promise<DownloadedChunk> {
   const s = await deps.db("download_sessions").where({ id: downloadId }).first();
   if (!s || s.user_id !== caller.userId || new Date(s.expires_at).getTime() <= Date.now()) {
     throw new AppError("not_found", `Download ${downloadId} does not exist or expired; open one with media.download_begin.`, { field: "download_id" });
@@ -111,22 +124,19 @@ export async function downloadChunk(deps: Deps, caller: Caller, downloadId: stri
     throw missing();
   }
   const count = chunkCount(size, Number(s.chunk_bytes));
-  return {
-    download_id: downloadId, index, content_base64: bytes.toString("base64"), content_length: bytes.length,
-    chunk_count: count, is_last: index === count - 1,
-  };
+  return { downloadId, index, bytes, chunkCount: count, isLast: index === count - 1 };
 }
 
 const PART_COLUMN = { main: "main_url", thumbnail: "thumbnail_url", background: "background_image_url" } as const;
 
 /** The object behind a describe proxy URL (/storage/v1/media/<id>/<part>). */
-export async function resolveMediaObject(deps: Deps, caller: Caller, id: number, part: keyof typeof PART_COLUMN) {
+export async function resolveMediaObject(deps: Deps, caller: Caller, id: number, part: keyof typeof PART_COLUMN): Promise<ObjectRef> {
   const { row } = await mediaFor(deps, caller, id, "read");
   if (part === "main") {
     const { ref } = await storedFileOf(deps, row);
-    return { object: ref };
+    return ref;
   }
   const key = row[PART_COLUMN[part]];
   if (!key || !isStoreKey(key)) throw new AppError("not_found", `Media ${id} has no stored ${part} image.`, { field: "part" });
-  return { object: { store_key: key, content_type: null, filename: filenameOfKey(key), sha256: null } satisfies ObjectRef };
+  return { storeKey: key, contentType: null, filename: filenameOfKey(key), sha256: null };
 }

@@ -7,7 +7,7 @@
  */
 import { AppError, isStoreKey, signGrant, verifyGrant, type Caller, type Grant } from "@cms/platform";
 import { MAX_PUT_BYTES } from "@cms/platform/upload-urls";
-import { mediaJson } from "../domain/media-json.js";
+import type { MediaRow } from "../domain/media-json.js";
 import { authorize, type Deps } from "./deps.js";
 import { callerOfUser, createItemFromStored, itemName, removeObjects } from "./stored-files.js";
 
@@ -18,7 +18,10 @@ const IN_FLIGHT_GRACE_MS = 10 * 60_000;
 
 export interface DropGrant extends Grant { purpose: "drop"; collection_id: number; user_id: string }
 
-export async function createDropLink(deps: Deps, caller: Caller, collectionId: number, expiresInSeconds: number | undefined) {
+/** A drop link and its limits. */
+export interface DropLink { url: string; collectionId: number; expiresAt: Date; expiresInSeconds: number; maxBytes: number; hint: string }
+
+export async function createDropLink(deps: Deps, caller: Caller, collectionId: number, expiresInSeconds: number | undefined): Promise<DropLink> {
   await authorize(deps, caller, collectionId, "upload");
   const seconds = expiresInSeconds ?? DROP_LINK_DEFAULT_SECONDS;
   const expiresAt = new Date(Date.now() + seconds * 1000);
@@ -26,10 +29,10 @@ export async function createDropLink(deps: Deps, caller: Caller, collectionId: n
   const token = signGrant(deps.ctx.config.grantSecret!, grant);
   return {
     url: `${deps.ctx.config.baseUrl}${DROP_PREFIX}${token}`,
-    collection_id: collectionId,
-    expires_at: expiresAt,
-    expires_in_seconds: seconds,
-    max_bytes: MAX_PUT_BYTES,
+    collectionId,
+    expiresAt,
+    expiresInSeconds: seconds,
+    maxBytes: MAX_PUT_BYTES,
     hint: "Open the url in a browser and drop or pick files; each becomes a media item of the collection. The link works only for this collection and expires at expires_at.",
   };
 }
@@ -39,14 +42,17 @@ function keyPrefix(grant: DropGrant): string {
 }
 
 /** CheckDropGrant: the grant verifies and its user may still upload into the collection. */
-export async function checkDropGrant(deps: Deps, token: string) {
+/** Where the files dropped through a valid link go. */
+export interface DropTarget { collectionId: number; keyPrefix: string; expiresAt: Date; maxBytes: number }
+
+export async function checkDropGrant(deps: Deps, token: string): Promise<DropTarget> {
   const grant = verifyGrant<DropGrant>(deps.ctx.config.grantSecret!, token, "drop");
   await authorize(deps, callerOfUser(grant.user_id), grant.collection_id, "upload");
-  return { collection_id: grant.collection_id, key_prefix: keyPrefix(grant), expires_at: new Date(grant.exp), max_bytes: MAX_PUT_BYTES };
+  return { collectionId: grant.collection_id, keyPrefix: keyPrefix(grant), expiresAt: new Date(grant.exp), maxBytes: MAX_PUT_BYTES };
 }
 
 /** AdoptDroppedFile: the gateway stored a dropped file under the grant's key prefix. */
-export async function adoptDroppedFile(deps: Deps, input: { grant: string; storeKey: string; filename?: string; sha256?: string }) {
+export async function adoptDroppedFile(deps: Deps, input: { grant: string; storeKey: string; filename?: string; sha256?: string }): Promise<MediaRow> {
   let grant: DropGrant;
   try {
     grant = verifyGrant<DropGrant>(deps.ctx.config.grantSecret!, input.grant, "drop", Date.now() - IN_FLIGHT_GRACE_MS);
@@ -63,7 +69,7 @@ export async function adoptDroppedFile(deps: Deps, input: { grant: string; store
     const row = await createItemFromStored(deps, caller, access.ownerUserId, grant.collection_id, input.storeKey, {
       name: itemName(undefined, input.filename), description: null, tags: [], sha256: input.sha256 ?? null,
     });
-    return { media: mediaJson(row) };
+    return row;
   } catch (err) {
     await removeObjects(deps, [input.storeKey]);
     throw err;

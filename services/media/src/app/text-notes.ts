@@ -1,6 +1,6 @@
 /** Inline text notes: add, update, get, delete. */
 import { AppError, type Caller } from "@cms/platform";
-import { mediaJson, type MediaRow } from "../domain/media-json.js";
+import type { MediaRow } from "../domain/media-json.js";
 import { checkName, textNoteColumns, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
 import { lockCollection, renumber } from "../store/media-store.js";
 import { authorize, emitUpdated, mediaFor, orphanObjects, type Deps } from "./deps.js";
@@ -10,7 +10,7 @@ export interface AddNoteInput {
   collectionId: number; name?: string; text?: string; displayMode?: string; viewer?: string; placeholderKind?: string; thumbnailUrl?: string; description?: string;
 }
 
-export async function addTextNote(deps: Deps, caller: Caller, input: AddNoteInput) {
+export async function addTextNote(deps: Deps, caller: Caller, input: AddNoteInput): Promise<MediaRow> {
   checkName(input.name);
   const access = await authorize(deps, caller, input.collectionId, "upload");
   const mode = textNoteMode(input.displayMode, input.viewer) ?? { displayMode: "plain", viewer: "text" };
@@ -27,7 +27,7 @@ export async function addTextNote(deps: Deps, caller: Caller, input: AddNoteInpu
     placeholder_kind: thumb.placeholderKind,
     thumbnail_url: thumb.thumbnailUrl,
   });
-  return { media: mediaJson(row) };
+  return row;
 }
 
 async function noteFor(deps: Deps, caller: Caller, id: number, action: "read" | "edit" | "delete") {
@@ -36,7 +36,7 @@ async function noteFor(deps: Deps, caller: Caller, id: number, action: "read" | 
   return found;
 }
 
-export async function updateTextNote(deps: Deps, caller: Caller, id: number, input: Omit<AddNoteInput, "collectionId">) {
+export async function updateTextNote(deps: Deps, caller: Caller, id: number, input: Omit<AddNoteInput, "collectionId">): Promise<MediaRow> {
   checkName(input.name);
   const { row: cur } = await noteFor(deps, caller, id, "edit");
   const patch: Partial<MediaRow> & Record<string, unknown> = {};
@@ -61,17 +61,20 @@ export async function updateTextNote(deps: Deps, caller: Caller, id: number, inp
     return r as MediaRow;
   });
   deps.ctx.bus.flush();
-  return { media: mediaJson(row) };
+  return row;
 }
 
-export async function getTextNote(deps: Deps, caller: Caller, id: number) {
+export async function getTextNote(deps: Deps, caller: Caller, id: number): Promise<MediaRow> {
   const { row } = await noteFor(deps, caller, id, "read");
-  return { media: mediaJson(row), text_note: row.text_note, display_mode: row.display_mode };
+  return row;
 }
 
-export async function deleteTextNote(deps: Deps, caller: Caller, id: number, input: { confirm: boolean; dryRun: boolean }) {
+/** What media.text_note.delete did: with dryRun, nothing (row is the note it would delete). */
+export interface NoteDeleteOutcome { dryRun: boolean; row: MediaRow }
+
+export async function deleteTextNote(deps: Deps, caller: Caller, id: number, input: { confirm: boolean; dryRun: boolean }): Promise<NoteDeleteOutcome> {
   const { row } = await noteFor(deps, caller, id, "delete");
-  if (input.dryRun) return { dry_run: true, would_delete: { media_id: id, name: row.name, collection_id: Number(row.collection_id) } };
+  if (input.dryRun) return { dryRun: true, row };
   if (!input.confirm) throw new AppError("confirmation_required", "Deleting a text note needs confirm=true (or dry_run=true to preview).", { field: "confirm" });
   await deps.db.transaction(async (trx) => {
     await lockCollection(trx, Number(row.collection_id));
@@ -80,5 +83,5 @@ export async function deleteTextNote(deps: Deps, caller: Caller, id: number, inp
     await emitUpdated(deps, trx, Number(row.collection_id), "media_removed");
   });
   deps.ctx.bus.flush();
-  return { deleted: true, media_id: id };
+  return { dryRun: false, row };
 }

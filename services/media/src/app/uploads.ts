@@ -8,8 +8,8 @@
  */
 import type { Knex } from "knex";
 import { AppError, freshStoreKey, isRasterImage, isStoreKey, type Caller } from "@cms/platform";
-import { mintUploadTargets } from "@cms/platform/upload-urls";
-import { mediaJson, type MediaRow } from "../domain/media-json.js";
+import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
+import type { MediaRow } from "../domain/media-json.js";
 import { checkName, normalizeTags, viewerOfMime } from "../domain/rules.js";
 import { SINGLE_UPLOAD_MAX_BYTES, decodeVerified, mimeOfFilename } from "../domain/transfer-rules.js";
 import { lockCollection, renumber } from "../store/media-store.js";
@@ -29,7 +29,7 @@ export interface UploadInput {
 }
 
 /** media.upload: verify, store durably, then create the row exactly as media.create would. */
-export async function uploadMedia(deps: Deps, caller: Caller, input: UploadInput) {
+export async function uploadMedia(deps: Deps, caller: Caller, input: UploadInput): Promise<MediaRow> {
   checkName(input.name);
   const tags = normalizeTags(input.tags);
   const access = await authorize(deps, caller, input.collectionId, "upload");
@@ -45,7 +45,7 @@ export async function uploadMedia(deps: Deps, caller: Caller, input: UploadInput
     const row = await createItemFromStored(deps, caller, access.ownerUserId, input.collectionId, key, {
       name: itemName(input.name, input.filename), description: input.description ?? null, tags, sha256: stored.sha256,
     });
-    return { media: mediaJson(row) };
+    return row;
   } catch (err) {
     await removeObjects(deps, [key]);
     throw err;
@@ -57,8 +57,14 @@ export interface UploadUrlInput {
   description?: string; tags: string[]; contentLength?: number;
 }
 
+/**
+ * What media.get_upload_url minted: the PUT targets, the flow of purpose=media (classic, or
+ * one_call with the row made now) and the next step.
+ */
+export interface MintedUpload { targets: UploadTargets; purpose: "media" | "thumbnail"; flow?: "classic" | "one_call"; row?: MediaRow; nextStep: string }
+
 /** media.get_upload_url: PUT targets for one new store key; with purpose=media and a name, the row too. */
-export async function getUploadUrl(deps: Deps, caller: Caller, input: UploadUrlInput) {
+export async function getUploadUrl(deps: Deps, caller: Caller, input: UploadUrlInput): Promise<MintedUpload> {
   checkName(input.name);
   const tags = normalizeTags(input.tags);
   if (input.purpose === "thumbnail") {
@@ -72,8 +78,8 @@ export async function getUploadUrl(deps: Deps, caller: Caller, input: UploadUrlI
     const key = freshStoreKey(caller.userId, input.collectionId, input.filename, `thumbnail.${type.split("/")[1]}`);
     const targets = await mintUploadTargets(deps.ctx, { storeKey: key, contentType: type, contentLength: input.contentLength, userId: caller.userId });
     return {
-      ...targets, purpose: "thumbnail",
-      next_step: "PUT the bytes (no Authorization header), set thumbnail_url on the media row to store_key with media.update, then call media.thumbnail_finalize.",
+      targets, purpose: "thumbnail",
+      nextStep: "PUT the bytes (no Authorization header), set thumbnail_url on the media row to store_key with media.update, then call media.thumbnail_finalize.",
     };
   }
   if (input.name === undefined) {
@@ -89,8 +95,8 @@ export async function getUploadUrl(deps: Deps, caller: Caller, input: UploadUrlI
   if (input.name === undefined) {
     const targets = await mintUploadTargets(deps.ctx, { storeKey: key, contentType: type, contentLength: input.contentLength, userId: caller.userId });
     return {
-      ...targets, purpose: "media", flow: "classic",
-      next_step: "PUT the bytes (no Authorization header), then call media.create with source_url set to store_key.",
+      targets, purpose: "media", flow: "classic",
+      nextStep: "PUT the bytes (no Authorization header), then call media.create with source_url set to store_key.",
     };
   }
   // One-call flow: the row exists from now on; its size, type, sha256 and thumbnails follow the bytes.
@@ -108,8 +114,8 @@ export async function getUploadUrl(deps: Deps, caller: Caller, input: UploadUrlI
   deps.ctx.bus.flush();
   const targets = await mintUploadTargets(deps.ctx, { storeKey: key, contentType: type, contentLength: input.contentLength, userId: caller.userId, mediaId: Number(row.id) });
   return {
-    ...targets, purpose: "media", flow: "one_call", media: mediaJson(row),
-    next_step: "PUT the bytes (no Authorization header). The media item already exists: do not call media.create. Its size, type and thumbnails are filled in once the bytes land; an item whose bytes never arrive is removed after the upload URL expires.",
+    targets, purpose: "media", flow: "one_call", row,
+    nextStep: "PUT the bytes (no Authorization header). The media item already exists: do not call media.create. Its size, type and thumbnails are filled in once the bytes land; an item whose bytes never arrive is removed after the upload URL expires.",
   };
 }
 
@@ -205,23 +211,25 @@ export async function finalizeJob(deps: Deps, now = new Date()) {
  * ObjectUploaded (from the gateway's PUT handler): finalize the one-call row of this key now.
  * Bytes of a one-call row deleted meanwhile are removed (no row will ever reference them).
  */
-export async function objectUploaded(deps: Deps, input: { storeKey: string; mediaId?: number; sha256?: string }) {
+export interface UploadReport { finalized: boolean; row?: MediaRow; removed?: boolean }
+
+export async function objectUploaded(deps: Deps, input: { storeKey: string; mediaId?: number; sha256?: string }): Promise<UploadReport> {
   const p: PendingRow | undefined = await deps.db("pending_uploads").where({ store_key: input.storeKey }).first();
   if (p) {
     await finalizePending(deps, Number(p.media_id), { sha256: input.sha256 });
     const row: MediaRow | undefined = await deps.db("media").where({ id: p.media_id }).first();
-    return { finalized: true, media: row ? mediaJson(row) : null };
+    return { finalized: true, row };
   }
   if (input.mediaId !== undefined) {
     const row: MediaRow | undefined = await deps.db("media").where({ id: input.mediaId }).first();
-    if (row?.main_url === input.storeKey) return { finalized: false, media: mediaJson(row) };
+    if (row?.main_url === input.storeKey) return { finalized: false, row };
     const { rows } = await deps.db.raw(
       "SELECT 1 FROM media WHERE main_url = ? OR thumbnail_url = ? OR background_image_url = ? LIMIT 1", [input.storeKey, input.storeKey, input.storeKey],
     );
     if (!rows.length) {
       await removeObjects(deps, [input.storeKey]);
-      return { finalized: false, removed: true, media: null };
+      return { finalized: false, removed: true };
     }
   }
-  return { finalized: false, media: null };
+  return { finalized: false };
 }

@@ -1,4 +1,4 @@
-/** The contract's JSON shape of a media row. */
+/** A media row as stored (the rpc layer encodes it as media.v1.Media), and the page of a list. */
 
 export interface MediaRow {
   id: number;
@@ -40,27 +40,5 @@ export function linkUrl(childCollectionId: number): string {
   return `collection://${childCollectionId}`;
 }
 
-export function mediaJson(row: MediaRow): Record<string, unknown> {
-  return {
-    id: row.id,
-    collection_id: row.collection_id,
-    name: row.name,
-    description: row.description,
-    tags: row.tags ?? [],
-    main_url: row.main_url,
-    viewer: row.viewer,
-    mime_type: row.mime_type,
-    size_bytes: row.size_bytes,
-    sha256: row.sha256,
-    thumbnail_url: row.thumbnail_url,
-    background_image_url: row.background_image_url,
-    ...(row.text_note !== null ? { text_note: row.text_note, display_mode: row.display_mode, placeholder_kind: row.placeholder_kind } : {}),
-    ...(row.linked_collection_id !== null ? { linked_collection_id: row.linked_collection_id } : {}),
-    position: row.position,
-    is_archived: row.is_archived,
-    is_deleted: row.is_deleted,
-    created_by: row.created_by,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
-}
+/** The page of a list operation. */
+export interface Page { limit: number; offset: number; total: number }

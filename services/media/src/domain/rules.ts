@@ -111,8 +111,11 @@ export interface ListCounts {
   offset: number;
 }
 
+/** The hint fields of a media.list page: each present only when it applies. */
+export interface ListHint { hint?: string; also_without_filters?: number; also_archived?: number }
+
 /** Why a media.list page is empty, as the contract's hint fields. */
-export function listHint(c: ListCounts): Record<string, unknown> {
+export function listHint(c: ListCounts): ListHint {
   if (c.total > 0 && c.offset >= c.total) return { hint: `The offset ${c.offset} is past the end: the collection has ${c.total} matching item(s).` };
   if (c.total > 0) return {};
   if (c.all === 0) return { hint: "The collection is empty." };

@@ -1,0 +1,162 @@
+/**
+ * The service ports in split mode, called directly as an internal service or a gRPC tool would:
+ * the gRPC protocol through @grpc/grpc-js with typed (protobuf-es) messages, the callers they
+ * accept (a user's access token, a service credential) and refuse (none, forged, expired,
+ * addressed to another service), grpc.health.v1 and server reflection.
+ * Needs real backends (run with test/with-backends.ts); skipped otherwise.
+ */
+import test from "ava";
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { createPrivateKey } from "node:crypto";
+import { SignJWT } from "jose";
+import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
+import { MediaService } from "@cms/contracts/media/v1/media_pb";
+import { Health, HealthCheckResponse_ServingStatus as Serving } from "@cms/contracts/grpc/health/v1/health_pb";
+import { ServerReflection, ServerReflectionResponseSchema, ServerReflectionRequestSchema } from "@cms/contracts/grpc/reflection/v1/reflection_pb";
+import { ASSERTION_HEADER, createAssertionSigner, generateCallerKeyPem, loadCallerKeys } from "@cms/platform";
+import { admin, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
+
+/** A unary call through grpc-js: the method's path, its messages serialized by protobuf-es. */
+function unary<I extends DescMessage, O extends DescMessage>(client: grpc.Client, method: DescMethod & { input: I; output: O }, init: MessageInitShape<I>, metadata: Record<string, string> = {}): Promise<MessageShape<O>> {
+  const md = new grpc.Metadata();
+  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+  return new Promise((resolve, reject) => {
+    client.makeUnaryRequest(
+      `/${method.parent.typeName}/${method.name}`,
+      (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
+      (b: Buffer) => fromBinary(method.output, b),
+      create(method.input, init),
+      md,
+      (err, res) => (err ? reject(err) : resolve(res!)),
+    );
+  });
+}
+
+const statusOf = async (p: Promise<unknown>) => {
+  try { await p; return "OK"; } catch (err) { return grpc.status[(err as grpc.ServiceError).code]; }
+};
+
+if (!splitEnabled) {
+  test.skip("service ports (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+} else {
+  let sys: SplitSystem;
+  const clients: grpc.Client[] = [];
+  const clientOf = (service: keyof SplitSystem["servicePorts"]) => {
+    const c = new grpc.Client(`127.0.0.1:${sys.servicePorts[service]}`, grpc.credentials.createInsecure());
+    clients.push(c);
+    return c;
+  };
+
+  test.before(async () => {
+    sys = await startSplitSystem({ gateways: 1 });
+  });
+  test.after.always(async () => {
+    for (const c of clients) c.close();
+    await sys?.stop();
+  });
+
+  test("grpc-js calls CollectionsService and MediaService with a user's access token and gets typed responses", async (t) => {
+    const alice = await sys.user("alice");
+    const auth = { authorization: `Bearer ${alice.token}` };
+    const collections = clientOf("collections");
+    const media = clientOf("media");
+    const created = await unary(collections, CollectionsService.method.createCollection, { name: "Through gRPC", tags: ["grpc"] }, auth);
+    t.is(created.$typeName, "collections.v1.CreateCollectionResponse");
+    t.is(created.collection?.name, "Through gRPC");
+    t.is(created.collection?.userId, alice.userId);
+    t.is(typeof created.collection?.id, "bigint");
+    const note = await unary(media, MediaService.method.addTextNote, { collectionId: created.collection!.id, name: "a note", text: "hello" }, auth);
+    t.is(note.media?.note?.textNote, "hello");
+    const listed = await unary(media, MediaService.method.listMedia, { collectionId: created.collection!.id }, auth);
+    t.deepEqual(listed.media.map((m) => m.name), ["a note"]);
+    t.is(listed.pagination?.total, 1n);
+
+    // The same token without the scope is refused by the service itself, as by the gateway.
+    const reader = await admin(sys.cliEnv, ["token", "mint", alice.username, "--scopes", "media:read"]);
+    t.is(await statusOf(unary(collections, CollectionsService.method.createCollection, { name: "no" }, { authorization: `Bearer ${reader.access_token}` })), "PERMISSION_DENIED");
+    // Internal RPCs are for processes of this system, not for a user's token.
+    t.is(await statusOf(unary(collections, CollectionsService.method.checkAccess, { userId: alice.userId, collectionId: created.collection!.id, action: "read" }, auth)), "PERMISSION_DENIED");
+  });
+
+  test("a service credential calls the operations that need no user", async (t) => {
+    const cred = await admin(sys.cliEnv, ["service", "create", "analytics"]);
+    t.regex(cred.credential, /^cms_svc_/);
+    const collections = clientOf("collections");
+    const auth = { authorization: `Bearer ${cred.credential}` };
+    const found = await unary(collections, CollectionsService.method.searchCollections, { query: "nothing-like-this", scope: ["public"] }, auth);
+    t.deepEqual(found.collections, []);
+    t.is(await statusOf(unary(collections, CollectionsService.method.listCollections, {}, auth)), "UNAUTHENTICATED", "a service is no user");
+  });
+
+  test("a service port refuses an unsigned, forged, expired or wrongly addressed caller", async (t) => {
+    const alice = await sys.user("mallory");
+    const collections = clientOf("collections");
+    const list = (md: Record<string, string>) => statusOf(unary(collections, CollectionsService.method.listCollections, {}, md));
+    t.is(await list({}), "UNAUTHENTICATED", "unsigned");
+    t.is(await list({ "x-cms-caller": Buffer.from(JSON.stringify({ userId: alice.userId, scopes: ["collections:read"] })).toString("base64url") }), "UNAUTHENTICATED", "the old plain header");
+
+    const caller = { userId: alice.userId, username: alice.username, plan: "paid" as const, isAdmin: true, scopes: ["collections:read"], tokenId: "x" };
+    const forgedKeys = await loadCallerKeys(generateCallerKeyPem().privateKey, [], sys.env.DATA_DIR!);
+    t.is(await list({ [ASSERTION_HEADER]: await createAssertionSigner(forgedKeys).sign({ user: caller, service: "gateway" }, "collections") }), "UNAUTHENTICATED", "forged");
+
+    const keys = await loadCallerKeys(sys.env.CALLER_SIGNING_KEY, [], sys.env.DATA_DIR!);
+    const good = await createAssertionSigner(keys).sign({ user: caller, service: "gateway" }, "collections");
+    t.is(await list({ [ASSERTION_HEADER]: good }), "OK", "the system's own key");
+    const expired = await createAssertionSigner(keys, () => Date.now() - 5 * 60_000).sign({ user: caller, service: "gateway" }, "collections");
+    t.is(await list({ [ASSERTION_HEADER]: expired }), "UNAUTHENTICATED", "expired");
+    const forMedia = await createAssertionSigner(keys).sign({ user: caller, service: "gateway" }, "media");
+    t.is(await list({ [ASSERTION_HEADER]: forMedia }), "UNAUTHENTICATED", "addressed to media");
+    const tampered = await new SignJWT({ svc: "gateway", usr: { name: "x", plan: "paid", adm: true, scope: "collections:read", tid: "x" } })
+      .setProtectedHeader({ alg: "EdDSA", kid: keys.kid }).setIssuer("cms").setSubject(alice.userId).setAudience("collections").setIssuedAt().setExpirationTime("60s")
+      .sign(createPrivateKey(generateCallerKeyPem().privateKey));
+    t.is(await list({ [ASSERTION_HEADER]: tampered }), "UNAUTHENTICATED", "this system's key id, another key");
+  });
+
+  test("grpc.health.v1: Check and Watch answer SERVING on every service port; an unknown service is NOT_FOUND", async (t) => {
+    for (const s of ["auth", "collections", "media", "social", "webhooks"] as const) {
+      const c = clientOf(s);
+      t.is((await unary(c, Health.method.check, { service: "" })).status, Serving.SERVING, s);
+    }
+    const c = clientOf("collections");
+    t.is((await unary(c, Health.method.check, { service: "collections.v1.CollectionsService" })).status, Serving.SERVING);
+    t.is(await statusOf(unary(c, Health.method.check, { service: "nope.v1.Nothing" })), "NOT_FOUND");
+    const first = await new Promise<number>((resolve, reject) => {
+      const stream = c.makeServerStreamRequest(`/grpc.health.v1.Health/Watch`, (m: unknown) => Buffer.from(toBinary(Health.method.watch.input, m as never)),
+        (b: Buffer) => fromBinary(Health.method.watch.output, b), create(Health.method.watch.input, { service: "" }));
+      stream.once("data", (m: { status: number }) => { resolve(m.status); stream.cancel(); });
+      stream.once("error", (err: grpc.ServiceError) => { if (err.code !== grpc.status.CANCELLED) reject(err); });
+    });
+    t.is(first, Serving.SERVING);
+  });
+
+  test("server reflection lists the services and describes them from their descriptors", async (t) => {
+    const c = clientOf("media");
+    const ask = (init: MessageInitShape<typeof ServerReflectionRequestSchema>[]) => new Promise<Array<MessageShape<typeof ServerReflectionResponseSchema>>>((resolve, reject) => {
+      const out: Array<MessageShape<typeof ServerReflectionResponseSchema>> = [];
+      const stream = c.makeBidiStreamRequest(`/${ServerReflection.typeName}/ServerReflectionInfo`,
+        (m: unknown) => Buffer.from(toBinary(ServerReflectionRequestSchema, m as never)), (b: Buffer) => fromBinary(ServerReflectionResponseSchema, b));
+      stream.on("data", (m: MessageShape<typeof ServerReflectionResponseSchema>) => { out.push(m); if (out.length === init.length) stream.end(); });
+      stream.on("end", () => resolve(out));
+      stream.on("error", reject);
+      for (const m of init) stream.write(create(ServerReflectionRequestSchema, m));
+    });
+    const [list, file, missing] = await ask([
+      { messageRequest: { case: "listServices", value: "" } },
+      { messageRequest: { case: "fileContainingSymbol", value: "media.v1.MediaService" } },
+      { messageRequest: { case: "fileContainingSymbol", value: "no.such.Symbol" } },
+    ]);
+    const names = list!.messageResponse.case === "listServicesResponse" ? list!.messageResponse.value.service.map((s) => s.name) : [];
+    t.true(names.includes("media.v1.MediaService"));
+    t.true(names.includes("grpc.health.v1.Health"));
+    t.true(names.includes("grpc.reflection.v1.ServerReflection"));
+    t.is(file!.messageResponse.case, "fileDescriptorResponse");
+    const protos = file!.messageResponse.case === "fileDescriptorResponse" ? file!.messageResponse.value.fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b)) : [];
+    const mediaFile = protos.find((p) => p.name === "media/v1/media.proto");
+    t.truthy(mediaFile);
+    t.true(mediaFile!.service[0]!.method.some((m) => m.name === "ListMedia" && m.outputType === ".media.v1.ListMediaResponse"));
+    t.true(protos.some((p) => p.name === "media/v1/resources.proto"), "dependencies come along");
+    t.is(missing!.messageResponse.case, "errorResponse");
+  });
+}
