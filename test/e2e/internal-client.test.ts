@@ -33,5 +33,5 @@ test("examples/internal-client.ts searches public collections with a service cre
   await sys.must(bob.token, { op: "collections.publish", collection_id: collection.id, slug: "aurora", searchable: true });
   const { credential } = await sys.system.clients.get(AuthService).createServiceCredential({ name: "analytics" });
   const out = await runExample({ SERVICE_CREDENTIAL: credential, QUERY: "aurora" });
-  t.true(out.collections.some((c: { name: string }) => c.name === "Aurora borealis nights"));
+  t.true(out.collections.some((hit: { collection: { name: string } }) => hit.collection.name === "Aurora borealis nights"));
 });

@@ -14,7 +14,7 @@ export * from "./unit-of-work.js";
 export * from "./health.js";
 export * from "./rpc.js";
 export * from "./module.js";
-export * from "./result.js";
+export * from "./json-values.js";
 export * from "./launcher.js";
 export * from "./events.js";
 export * from "./outbound.js";

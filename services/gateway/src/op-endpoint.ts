@@ -111,15 +111,6 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
     } catch (err) {
       throw fromConnectError(err);
     }
-    if (res.$typeName === "common.v1.OpResult") {
-      // Not yet typed: the service built the JSON itself.
-      const body = (res as Message & { json: string }).json || "{}";
-      if (op.streamsObject) {
-        const object = (JSON.parse(body) as { object?: ObjectRef }).object;
-        if (object) return { status: 200, body, object };
-      }
-      return { status: 200, body };
-    }
     if (op.streamsObject) {
       // The service named the object; the bytes go from the store to the client, not as JSON.
       const object = (res as Message & { object?: StoredObject }).object;

@@ -12,32 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file common/v1/common.proto.
  */
 export const file_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb21tb24vdjEvY29tbW9uLnByb3RvEgljb21tb24udjEiGAoIT3BSZXN1bHQSDAoEanNvbhgBIAEoCSJoCgtFcnJvckRldGFpbBIMCgRjb2RlGAEgASgJEhMKC2h0dHBfc3RhdHVzGAIgASgFEg4KBmRldGFpbBgDIAEoCRImCgVleHRyYRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiDgoMRW1wdHlSZXF1ZXN0IjoKClBhZ2luYXRpb24SDQoFbGltaXQYASABKAUSDgoGb2Zmc2V0GAIgASgFEg0KBXRvdGFsGAMgASgDIo8BCgxTdG9yZWRPYmplY3QSEQoJc3RvcmVfa2V5GAEgASgJEiEKDGNvbnRlbnRfdHlwZRgCIAEoCUIG0vMYAiABSACIAQESEAoIZmlsZW5hbWUYAyABKAkSGwoGc2hhMjU2GAQgASgJQgbS8xgCIAFIAYgBAUIPCg1fY29udGVudF90eXBlQgkKB19zaGEyNTZiBnByb3RvMw", [file_common_v1_options, file_google_protobuf_struct]);
-
-/**
- * OpResult is the response of every public operation: the JSON object the contract shows to
- * clients (conventions.md "Response and error shapes"), resources under their singular or
- * plural names beside top-level flags, as UTF-8 JSON text. The contract's JSON has integer ids
- * and explicit nulls, which the proto3 JSON mapping of typed messages cannot reproduce (int64
- * becomes a string, null becomes absent); and as text it crosses the in-memory and HTTP/2
- * transports without a per-field encode and decode (a google.protobuf.Struct of 100
- * collections cost tens of milliseconds each way), and the gateway writes it out unchanged.
- *
- * @generated from message common.v1.OpResult
- */
-export type OpResult = Message<"common.v1.OpResult"> & {
-  /**
-   * @generated from field: string json = 1;
-   */
-  json: string;
-};
-
-/**
- * Describes the message common.v1.OpResult.
- * Use `create(OpResultSchema)` to create a new message.
- */
-export const OpResultSchema: GenMessage<OpResult> = /*@__PURE__*/
-  messageDesc(file_common_v1_common, 0);
+  fileDesc("ChZjb21tb24vdjEvY29tbW9uLnByb3RvEgljb21tb24udjEiaAoLRXJyb3JEZXRhaWwSDAoEY29kZRgBIAEoCRITCgtodHRwX3N0YXR1cxgCIAEoBRIOCgZkZXRhaWwYAyABKAkSJgoFZXh0cmEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ig4KDEVtcHR5UmVxdWVzdCI6CgpQYWdpbmF0aW9uEg0KBWxpbWl0GAEgASgFEg4KBm9mZnNldBgCIAEoBRINCgV0b3RhbBgDIAEoAyKPAQoMU3RvcmVkT2JqZWN0EhEKCXN0b3JlX2tleRgBIAEoCRIhCgxjb250ZW50X3R5cGUYAiABKAlCBtLzGAIgAUgAiAEBEhAKCGZpbGVuYW1lGAMgASgJEhsKBnNoYTI1NhgEIAEoCUIG0vMYAiABSAGIAQFCDwoNX2NvbnRlbnRfdHlwZUIJCgdfc2hhMjU2YgZwcm90bzM", [file_common_v1_options, file_google_protobuf_struct]);
 
 /**
  * ErrorDetail rides on a ConnectError between services and back to the gateway, which turns
@@ -80,7 +55,7 @@ export type ErrorDetail = Message<"common.v1.ErrorDetail"> & {
  * Use `create(ErrorDetailSchema)` to create a new message.
  */
 export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
-  messageDesc(file_common_v1_common, 1);
+  messageDesc(file_common_v1_common, 0);
 
 /**
  * Empty request of operations that take no fields.
@@ -95,7 +70,7 @@ export type EmptyRequest = Message<"common.v1.EmptyRequest"> & {
  * Use `create(EmptyRequestSchema)` to create a new message.
  */
 export const EmptyRequestSchema: GenMessage<EmptyRequest> = /*@__PURE__*/
-  messageDesc(file_common_v1_common, 2);
+  messageDesc(file_common_v1_common, 1);
 
 /**
  * The page of a list operation: {"limit": n, "offset": n, "total": n}.
@@ -126,7 +101,7 @@ export type Pagination = Message<"common.v1.Pagination"> & {
  * Use `create(PaginationSchema)` to create a new message.
  */
 export const PaginationSchema: GenMessage<Pagination> = /*@__PURE__*/
-  messageDesc(file_common_v1_common, 3);
+  messageDesc(file_common_v1_common, 2);
 
 /**
  * A stored object that an operation answers with its bytes instead of JSON (operations marked
@@ -168,5 +143,5 @@ export type StoredObject = Message<"common.v1.StoredObject"> & {
  * Use `create(StoredObjectSchema)` to create a new message.
  */
 export const StoredObjectSchema: GenMessage<StoredObject> = /*@__PURE__*/
-  messageDesc(file_common_v1_common, 4);
+  messageDesc(file_common_v1_common, 3);
 

@@ -5,15 +5,15 @@
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_common_v1_options } from "../../common/v1/options_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file social/v1/resources.proto.
  */
 export const file_social_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("Chlzb2NpYWwvdjEvcmVzb3VyY2VzLnByb3RvEglzb2NpYWwudjEiZwoFQWxpYXMSCgoCaWQYASABKAkSDgoGaGFuZGxlGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmlzX3ByaW1hcnkYBCABKAgikAEKBkhhbmRsZRIKCgJpZBgBIAEoCRIOCgZoYW5kbGUYAiABKAkSEgoKaXNfcHJpbWFyeRgDIAEoCBISCgppc19kZWZhdWx0GAQgASgIEjMKCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQFCDQoLX2NyZWF0ZWRfYXQinwEKDUZvbGxvd2VkQWxpYXMSCgoCaWQYASABKAkSGwoGaGFuZGxlGAIgASgJQgbS8xgCIAFIAIgBARIVCg1vd25lcl91c2VyX2lkGAMgASgJEhIKCmlzX3ByaW1hcnkYBCABKAgSLwoLZm9sbG93ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgkKB19oYW5kbGUirAIKB1Byb2ZpbGUSDwoHdXNlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIhCgxkaXNwbGF5X25hbWUYAyABKAlCBtLzGAIgAUgAiAEBEhgKA2JpbxgEIAEoCUIG0vMYAiABSAGIAQESFgoOYXZhaWxhYmxlX3RhZ3MYBSADKAkSIgoHYWxpYXNlcxgGIAMoCzIRLnNvY2lhbC52MS5IYW5kbGUSJQoQZGVmYXVsdF9hbGlhc19pZBgHIAEoCUIG0vMYAiABSAKIAQESFwoPZm9sbG93ZXJzX2NvdW50GAggASgDEhcKD2ZvbGxvd2luZ19jb3VudBgJIAEoA0IPCg1fZGlzcGxheV9uYW1lQgYKBF9iaW9CEwoRX2RlZmF1bHRfYWxpYXNfaWRiBnByb3RvMw", [file_common_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("Chlzb2NpYWwvdjEvcmVzb3VyY2VzLnByb3RvEglzb2NpYWwudjEiZwoFQWxpYXMSCgoCaWQYASABKAkSDgoGaGFuZGxlGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmlzX3ByaW1hcnkYBCABKAgikAEKBkhhbmRsZRIKCgJpZBgBIAEoCRIOCgZoYW5kbGUYAiABKAkSEgoKaXNfcHJpbWFyeRgDIAEoCBISCgppc19kZWZhdWx0GAQgASgIEjMKCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQFCDQoLX2NyZWF0ZWRfYXQinwEKDUZvbGxvd2VkQWxpYXMSCgoCaWQYASABKAkSGwoGaGFuZGxlGAIgASgJQgbS8xgCIAFIAIgBARIVCg1vd25lcl91c2VyX2lkGAMgASgJEhIKCmlzX3ByaW1hcnkYBCABKAgSLwoLZm9sbG93ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgkKB19oYW5kbGUirAIKB1Byb2ZpbGUSDwoHdXNlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIhCgxkaXNwbGF5X25hbWUYAyABKAlCBtLzGAIgAUgAiAEBEhgKA2JpbxgEIAEoCUIG0vMYAiABSAGIAQESFgoOYXZhaWxhYmxlX3RhZ3MYBSADKAkSIgoHYWxpYXNlcxgGIAMoCzIRLnNvY2lhbC52MS5IYW5kbGUSJQoQZGVmYXVsdF9hbGlhc19pZBgHIAEoCUIG0vMYAiABSAKIAQESFwoPZm9sbG93ZXJzX2NvdW50GAggASgDEhcKD2ZvbGxvd2luZ19jb3VudBgJIAEoA0IPCg1fZGlzcGxheV9uYW1lQgYKBF9iaW9CEwoRX2RlZmF1bHRfYWxpYXNfaWQifQoIQm9va21hcmsSCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSFgoOY29sbGVjdGlvbl9pZHMYAyABKAkSDgoGc291cmNlGAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlcKElRhZ1ZvY2FidWxhcnlFbnRyeRIMCgRzbHVnGAEgASgJEg0KBWxhYmVsGAIgASgJEhAKCGNhdGVnb3J5GAMgASgJEhIKCnNvcnRfb3JkZXIYBCABKAUioAMKB1VpU3RhdGUSIgoNY29sbGVjdGlvbl9pZBgBIAEoA0IG0vMYAiABSACIAQESHQoIbWVkaWFfaWQYAiABKANCBtLzGAIgAUgBiAEBEh4KCXZpZXdfbW9kZRgDIAEoCUIG0vMYAiABSAKIAQESGwoGc291cmNlGAQgASgJQgbS8xgCIAFIA4gBARIWCg5icm93c2VfcmVzdWx0cxgFIAMoAxIhCgxicm93c2VfdGl0bGUYBiABKAlCBtLzGAIgAUgEiAEBEiIKDWJyb3dzZV9zb3VyY2UYByABKAlCBtLzGAIgAUgFiAEBEg8KB3ZlcnNpb24YCCABKAMSOwoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBtLzGAIgAUgGiAEBQhAKDl9jb2xsZWN0aW9uX2lkQgsKCV9tZWRpYV9pZEIMCgpfdmlld19tb2RlQgkKB19zb3VyY2VCDwoNX2Jyb3dzZV90aXRsZUIQCg5fYnJvd3NlX3NvdXJjZUINCgtfdXBkYXRlZF9hdCLBBAoJQnVnUmVwb3J0EhEKCXJlcG9ydF9pZBgBIAEoCRIQCghjYXRlZ29yeRgCIAEoCRISCgpyZWxhdGVkX29wGAMgASgJEg0KBXRpdGxlGAQgASgJEh0KCGV4cGVjdGVkGAUgASgJQgbS8xgCIAFIAIgBARIbCgZhY3R1YWwYBiABKAlCBtLzGAIgAUgBiAEBEh8KCmVycm9yX2NvZGUYByABKAlCBtLzGAIgAUgCiAEBEh0KCHNldmVyaXR5GAggASgJQgbS8xgCIAFIA4gBARIyCgVyZXBybxgJIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUIG0vMYAiABSASIAQESGgoFbm90ZXMYCiABKAlCBtLzGAIgAUgFiAEBEg4KBnN0YXR1cxgLIAEoCRIhCgxkdXBsaWNhdGVfb2YYDCABKAlCBtLzGAIgAUgGiAEBEhQKDHJlcG9ydF9jb3VudBgNIAEoBRIYChByZXBvcnRlcl91c2VyX2lkGA4gASgJEi4KCmNyZWF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxhc3RfcmVwb3J0ZWRfYXQYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgsKCV9leHBlY3RlZEIJCgdfYWN0dWFsQg0KC19lcnJvcl9jb2RlQgsKCV9zZXZlcml0eUIICgZfcmVwcm9CCAoGX25vdGVzQg8KDV9kdXBsaWNhdGVfb2ZiBnByb3RvMw", [file_common_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * A publish alias as aliases.create answers it: always an alias, never the primary username.
@@ -213,4 +213,236 @@ export type Profile = Message<"social.v1.Profile"> & {
  */
 export const ProfileSchema: GenMessage<Profile> = /*@__PURE__*/
   messageDesc(file_social_v1_resources, 3);
+
+/**
+ * A saved set of collections.
+ *
+ * @generated from message social.v1.Bookmark
+ */
+export type Bookmark = Message<"social.v1.Bookmark"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string title = 2;
+   */
+  title: string;
+
+  /**
+   * The saved collection ids, as given (the contract declares them as a string, e.g. "12,15").
+   *
+   * @generated from field: string collection_ids = 3;
+   */
+  collectionIds: string;
+
+  /**
+   * @generated from field: string source = 4;
+   */
+  source: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message social.v1.Bookmark.
+ * Use `create(BookmarkSchema)` to create a new message.
+ */
+export const BookmarkSchema: GenMessage<Bookmark> = /*@__PURE__*/
+  messageDesc(file_social_v1_resources, 4);
+
+/**
+ * One entry of the curated tag vocabulary.
+ *
+ * @generated from message social.v1.TagVocabularyEntry
+ */
+export type TagVocabularyEntry = Message<"social.v1.TagVocabularyEntry"> & {
+  /**
+   * @generated from field: string slug = 1;
+   */
+  slug: string;
+
+  /**
+   * @generated from field: string label = 2;
+   */
+  label: string;
+
+  /**
+   * @generated from field: string category = 3;
+   */
+  category: string;
+
+  /**
+   * @generated from field: int32 sort_order = 4;
+   */
+  sortOrder: number;
+};
+
+/**
+ * Describes the message social.v1.TagVocabularyEntry.
+ * Use `create(TagVocabularyEntrySchema)` to create a new message.
+ */
+export const TagVocabularyEntrySchema: GenMessage<TagVocabularyEntry> = /*@__PURE__*/
+  messageDesc(file_social_v1_resources, 5);
+
+/**
+ * The synchronized player UI state of a user.
+ *
+ * @generated from message social.v1.UiState
+ */
+export type UiState = Message<"social.v1.UiState"> & {
+  /**
+   * @generated from field: optional int64 collection_id = 1;
+   */
+  collectionId?: bigint | undefined;
+
+  /**
+   * @generated from field: optional int64 media_id = 2;
+   */
+  mediaId?: bigint | undefined;
+
+  /**
+   * @generated from field: optional string view_mode = 3;
+   */
+  viewMode?: string | undefined;
+
+  /**
+   * @generated from field: optional string source = 4;
+   */
+  source?: string | undefined;
+
+  /**
+   * @generated from field: repeated int64 browse_results = 5;
+   */
+  browseResults: bigint[];
+
+  /**
+   * @generated from field: optional string browse_title = 6;
+   */
+  browseTitle?: string | undefined;
+
+  /**
+   * @generated from field: optional string browse_source = 7;
+   */
+  browseSource?: string | undefined;
+
+  /**
+   * Increases with every ui.state.set; 0 before the first.
+   *
+   * @generated from field: int64 version = 8;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: optional google.protobuf.Timestamp updated_at = 9;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message social.v1.UiState.
+ * Use `create(UiStateSchema)` to create a new message.
+ */
+export const UiStateSchema: GenMessage<UiState> = /*@__PURE__*/
+  messageDesc(file_social_v1_resources, 6);
+
+/**
+ * A quarantined bug report, as administrators see it (bug.list).
+ *
+ * @generated from message social.v1.BugReport
+ */
+export type BugReport = Message<"social.v1.BugReport"> & {
+  /**
+   * @generated from field: string report_id = 1;
+   */
+  reportId: string;
+
+  /**
+   * @generated from field: string category = 2;
+   */
+  category: string;
+
+  /**
+   * @generated from field: string related_op = 3;
+   */
+  relatedOp: string;
+
+  /**
+   * @generated from field: string title = 4;
+   */
+  title: string;
+
+  /**
+   * @generated from field: optional string expected = 5;
+   */
+  expected?: string | undefined;
+
+  /**
+   * @generated from field: optional string actual = 6;
+   */
+  actual?: string | undefined;
+
+  /**
+   * @generated from field: optional string error_code = 7;
+   */
+  errorCode?: string | undefined;
+
+  /**
+   * @generated from field: optional string severity = 8;
+   */
+  severity?: string | undefined;
+
+  /**
+   * @generated from field: optional google.protobuf.Value repro = 9;
+   */
+  repro?: Value | undefined;
+
+  /**
+   * @generated from field: optional string notes = 10;
+   */
+  notes?: string | undefined;
+
+  /**
+   * new, triaged, duplicate, rejected or promoted.
+   *
+   * @generated from field: string status = 11;
+   */
+  status: string;
+
+  /**
+   * @generated from field: optional string duplicate_of = 12;
+   */
+  duplicateOf?: string | undefined;
+
+  /**
+   * @generated from field: int32 report_count = 13;
+   */
+  reportCount: number;
+
+  /**
+   * @generated from field: string reporter_user_id = 14;
+   */
+  reporterUserId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 15;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_reported_at = 16;
+   */
+  lastReportedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message social.v1.BugReport.
+ * Use `create(BugReportSchema)` to create a new message.
+ */
+export const BugReportSchema: GenMessage<BugReport> = /*@__PURE__*/
+  messageDesc(file_social_v1_resources, 7);
 

@@ -5,12 +5,12 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "../../buf/validate/validate_pb.js";
-import type { EmptyRequestSchema, OpResultSchema, Pagination } from "../../common/v1/common_pb.js";
+import type { EmptyRequestSchema, Pagination } from "../../common/v1/common_pb.js";
 import { file_common_v1_common } from "../../common/v1/common_pb.js";
 import { file_common_v1_options } from "../../common/v1/options_pb.js";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import type { Alias, FollowedAlias, Handle, Profile } from "./resources_pb.js";
+import type { Alias, Bookmark, BugReport, FollowedAlias, Handle, Profile, TagVocabularyEntry, UiState } from "./resources_pb.js";
 import { file_social_v1_resources } from "./resources_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file social/v1/social.proto.
  */
 export const file_social_v1_social: GenFile = /*@__PURE__*/
-  fileDesc("ChZzb2NpYWwvdjEvc29jaWFsLnByb3RvEglzb2NpYWwudjEieQobUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXF1ZXN0EhkKB3VzZXJfaWQYASABKAlCCLpIBXIDsAEBEi0KBG1vZGUYAiABKAlCH7pIHHIaUgVhbGlhc1IHZGVmYXVsdFIIdXNlcm5hbWUSEAoIYWxpYXNfaWQYAyABKAkiQAocUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXNwb25zZRIOCgZoYW5kbGUYASABKAkSEAoIYWxpYXNfaWQYAiABKAkiMQoUUmVzb2x2ZUhhbmRsZVJlcXVlc3QSGQoGaGFuZGxlGAEgASgJQgm6SAZyBBABGD8iSQoVUmVzb2x2ZUhhbmRsZVJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEg8KB3VzZXJfaWQYAiABKAkSEAoIYWxpYXNfaWQYAyABKAkiNwoaTGlzdEZvbGxvd2VkSGFuZGxlc1JlcXVlc3QSGQoHdXNlcl9pZBgBIAEoCUIIukgFcgOwAQEiXQoORm9sbG93ZWRIYW5kbGUSEAoIYWxpYXNfaWQYASABKAkSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRISCgppc19wcmltYXJ5GAMgASgIEg4KBmhhbmRsZRgEIAEoCSJJChtMaXN0Rm9sbG93ZWRIYW5kbGVzUmVzcG9uc2USKgoHaGFuZGxlcxgBIAMoCzIZLnNvY2lhbC52MS5Gb2xsb3dlZEhhbmRsZSI+ChJDcmVhdGVBbGlhc1JlcXVlc3QSKAoGaGFuZGxlGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQiNgoTQ3JlYXRlQWxpYXNSZXNwb25zZRIfCgVhbGlhcxgBIAEoCzIQLnNvY2lhbC52MS5BbGlhcyI5ChNMaXN0QWxpYXNlc1Jlc3BvbnNlEiIKB2FsaWFzZXMYASADKAsyES5zb2NpYWwudjEuSGFuZGxlIi0KD0FsaWFzUmVmUmVxdWVzdBIaCghhbGlhc19pZBgBIAEoCUIIukgFcgOwAQEiUAoTRm9sbG93QWxpYXNSZXNwb25zZRIQCghmb2xsb3dlZBgBIAEoCBInCgVhbGlhcxgCIAEoCzIYLnNvY2lhbC52MS5Gb2xsb3dlZEFsaWFzIisKFVVuZm9sbG93QWxpYXNSZXNwb25zZRISCgp1bmZvbGxvd2VkGAEgASgIInkKFExpc3RGb2xsb3dpbmdSZXF1ZXN0EicKBWxpbWl0GAEgASgFQhO6SAcaBRj0AygB0vMYBRIDMTAwSACIAQESIwoGb2Zmc2V0GAIgASgFQg66SAQaAigA0vMYAxIBMEgBiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0Im0KFUxpc3RGb2xsb3dpbmdSZXNwb25zZRIpCgdhbGlhc2VzGAEgAygLMhguc29jaWFsLnYxLkZvbGxvd2VkQWxpYXMSKQoKcGFnaW5hdGlvbhgCIAEoCzIVLmNvbW1vbi52MS5QYWdpbmF0aW9uIjkKEkdldFByb2ZpbGVSZXNwb25zZRIjCgdwcm9maWxlGAEgASgLMhIuc29jaWFsLnYxLlByb2ZpbGUi9wIKFFVwZGF0ZVByb2ZpbGVSZXF1ZXN0EiIKDGRpc3BsYXlfbmFtZRgBIAEoCUIHukgEcgIYZEgAiAEBEhoKA2JpbxgCIAEoCUIIukgFcgMYoB9IAYgBARKhAQoOYXZhaWxhYmxlX3RhZ3MYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCcdLzGG0Ka3sidHlwZSI6ImFycmF5IiwibWF4SXRlbXMiOjIwLCJpdGVtcyI6eyJ0eXBlIjoic3RyaW5nIiwibWluTGVuZ3RoIjoxLCJtYXhMZW5ndGgiOjUwLCJwYXR0ZXJuIjoiXlteQS1aXSokIn19EmIKEGRlZmF1bHRfYWxpYXNfaWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCMNLzGCwKKnsidHlwZSI6WyJzdHJpbmciLCJudWxsIl0sImZvcm1hdCI6InV1aWQifUIPCg1fZGlzcGxheV9uYW1lQgYKBF9iaW8iPAoVVXBkYXRlUHJvZmlsZVJlc3BvbnNlEiMKB3Byb2ZpbGUYASABKAsyEi5zb2NpYWwudjEuUHJvZmlsZSKOAQoVQ3JlYXRlQm9va21hcmtSZXF1ZXN0EhkKBXRpdGxlGAEgASgJQgq6SAdyBRABGPQDEiIKDmNvbGxlY3Rpb25faWRzGAIgASgJQgq6SAdyBRABGNAPEisKBnNvdXJjZRgDIAEoCUIWukgGcgQQARgy0vMYCRIHImFnZW50IkgAiAEBQgkKB19zb3VyY2UiNgoVRGVsZXRlQm9va21hcmtSZXF1ZXN0Eh0KC2Jvb2ttYXJrX2lkGAEgASgJQgi6SAVyA7ABASLnAgoRU2V0VWlTdGF0ZVJlcXVlc3QSIwoNY29sbGVjdGlvbl9pZBgBIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAIgASgDQge6SAQiAigBSAGIAQESIQoJdmlld19tb2RlGAMgASgJQgm6SAZyBBABGDJIAogBARIcCgZzb3VyY2UYBCABKAlCB7pIBHICGGRIA4gBARInCg5icm93c2VfcmVzdWx0cxgFIAMoA0IPukgMkgEJEPQDIgQiAigBEiMKDGJyb3dzZV90aXRsZRgGIAEoCUIIukgFcgMY9ANIBIgBARIjCg1icm93c2Vfc291cmNlGAcgASgJQge6SARyAhhkSAWIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkQgwKCl92aWV3X21vZGVCCQoHX3NvdXJjZUIPCg1fYnJvd3NlX3RpdGxlQhAKDl9icm93c2Vfc291cmNlItIBChRQbGF5ZXJDb21tYW5kUmVxdWVzdBJWCgdjb21tYW5kGAEgASgJQkW6SEJyQFIEcGxheVIFcGF1c2VSBG5leHRSCHByZXZpb3VzUgRvcGVuUgpmdWxsc2NyZWVuUg9leGl0X2Z1bGxzY3JlZW4SIwoNY29sbGVjdGlvbl9pZBgCIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAMgASgDQge6SAQiAigBSAGIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkIqoEChBSZXBvcnRCdWdSZXF1ZXN0Ek8KCGNhdGVnb3J5GAEgASgJQj26SDpyOFIFZXJyb3JSDHdyb25nX3Jlc3VsdFINZG9jc19taXNtYXRjaFILcGVyZm9ybWFuY2VSBW90aGVyEh0KCnJlbGF0ZWRfb3AYAiABKAlCCbpIBnIEEAEYZBIZCgV0aXRsZRgDIAEoCUIKukgHcgUQARjIARIfCghleHBlY3RlZBgEIAEoCUIIukgFcgMY0A9IAIgBARIdCgZhY3R1YWwYBSABKAlCCLpIBXIDGNAPSAGIAQESIAoKZXJyb3JfY29kZRgGIAEoCUIHukgEcgIYZEgCiAEBEjkKCHNldmVyaXR5GAcgASgJQiK6SB9yHVIDbG93UgZtZWRpdW1SBGhpZ2hSCGNyaXRpY2FsSAOIAQESkQEKBXJlcHJvGAggASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQmrS8xhmCmR7ImRlc2NyaXB0aW9uIjoiUmVwcm9kdWN0aW9uIHN0ZXBzIG9yIHJlcXVlc3QsIGFueSBKU09OIHZhbHVlLCBhdCBtb3N0IDQwOTYgY2hhcmFjdGVycyBzZXJpYWxpemVkLiJ9EhwKBW5vdGVzGAkgASgJQgi6SAVyAxiAEEgEiAEBQgsKCV9leHBlY3RlZEIJCgdfYWN0dWFsQg0KC19lcnJvcl9jb2RlQgsKCV9zZXZlcml0eUIICgZfbm90ZXMiqQEKD0xpc3RCdWdzUmVxdWVzdBJZCgZzdGF0dXMYASABKAlCRLpINXIzUgRvcGVuUgNuZXdSB3RyaWFnZWRSCWR1cGxpY2F0ZVIIcmVqZWN0ZWRSCHByb21vdGVk0vMYCBIGIm9wZW4iSACIAQESJgoFbGltaXQYAiABKAVCErpIBxoFGMgBKAHS8xgEEgI1MEgBiAEBQgkKB19zdGF0dXNCCAoGX2xpbWl0Mp0VCg1Tb2NpYWxTZXJ2aWNlEpoBCgtDcmVhdGVBbGlhcxIdLnNvY2lhbC52MS5DcmVhdGVBbGlhc1JlcXVlc3QaHi5zb2NpYWwudjEuQ3JlYXRlQWxpYXNSZXNwb25zZSJMyvMYSAoOYWxpYXNlcy5jcmVhdGUSDXByb2ZpbGU6d3JpdGUgATolQ3JlYXRlIGEgcHVibGlzaCBhbGlhcyAocGxhbi1jYXBwZWQpLhKMAQoLTGlzdEFsaWFzZXMSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0Gh4uc29jaWFsLnYxLkxpc3RBbGlhc2VzUmVzcG9uc2UiRMrzGEAKDGFsaWFzZXMubGlzdBIQY29sbGVjdGlvbnM6cmVhZDoeUHJpbWFyeSB1c2VybmFtZSBwbHVzIGFsaWFzZXMuEo0BCgtGb2xsb3dBbGlhcxIaLnNvY2lhbC52MS5BbGlhc1JlZlJlcXVlc3QaHi5zb2NpYWwudjEuRm9sbG93QWxpYXNSZXNwb25zZSJCyvMYPgoOYWxpYXNlcy5mb2xsb3cSEWNvbGxlY3Rpb25zOndyaXRlIAE6F0ZvbGxvdyBhIHB1Ymxpc2ggYWxpYXMuEpsBCg1VbmZvbGxvd0FsaWFzEhouc29jaWFsLnYxLkFsaWFzUmVmUmVxdWVzdBogLnNvY2lhbC52MS5VbmZvbGxvd0FsaWFzUmVzcG9uc2UiTMrzGEgKEGFsaWFzZXMudW5mb2xsb3cSEWNvbGxlY3Rpb25zOndyaXRlIAE6H1N0b3AgZm9sbG93aW5nIGEgcHVibGlzaCBhbGlhcy4SnwEKDUxpc3RGb2xsb3dpbmcSHy5zb2NpYWwudjEuTGlzdEZvbGxvd2luZ1JlcXVlc3QaIC5zb2NpYWwudjEuTGlzdEZvbGxvd2luZ1Jlc3BvbnNlIkvK8xhHChZhbGlhc2VzLmZvbGxvd2luZy5saXN0EhBjb2xsZWN0aW9uczpyZWFkOhtBbGlhc2VzIHRoZSBjYWxsZXIgZm9sbG93cy4SmQEKEEdldFRhZ1ZvY2FidWxhcnkSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IlfK8xhTChN0YWdzLnZvY2FidWxhcnkuZ2V0KAE6OkFjdGl2ZSB0YWcgdm9jYWJ1bGFyeSAoc2x1ZywgbGFiZWwsIGNhdGVnb3J5LCBzb3J0X29yZGVyKS4SiAEKCkdldFByb2ZpbGUSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0Gh0uc29jaWFsLnYxLkdldFByb2ZpbGVSZXNwb25zZSJCyvMYPgoLcHJvZmlsZS5nZXQ6L1RoZSBjYWxsZXIncyBwcm9maWxlLCBpbmNsdWRpbmcgYXZhaWxhYmxlX3RhZ3MuEqUBCg1VcGRhdGVQcm9maWxlEh8uc29jaWFsLnYxLlVwZGF0ZVByb2ZpbGVSZXF1ZXN0GiAuc29jaWFsLnYxLlVwZGF0ZVByb2ZpbGVSZXNwb25zZSJRyvMYTQoOcHJvZmlsZS51cGRhdGUSDXByb2ZpbGU6d3JpdGUgAToqVXBkYXRlIGRpc3BsYXkgbmFtZSwgYmlvIG9yIHRhZyBzaG9ydGN1dHMuEpUBCg5DcmVhdGVCb29rbWFyaxIgLnNvY2lhbC52MS5DcmVhdGVCb29rbWFya1JlcXVlc3QaEy5jb21tb24udjEuT3BSZXN1bHQiTMrzGEgKEGJvb2ttYXJrcy5jcmVhdGUSEWNvbGxlY3Rpb25zOndyaXRlIAE6H1NhdmUgYSBib29rbWFyayBvZiBjb2xsZWN0aW9ucy4SiAEKDkRlbGV0ZUJvb2ttYXJrEiAuc29jaWFsLnYxLkRlbGV0ZUJvb2ttYXJrUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCI/yvMYOwoQYm9va21hcmtzLmRlbGV0ZRIRY29sbGVjdGlvbnM6d3JpdGUgAToSRGVsZXRlIGEgYm9va21hcmsuEn4KDUxpc3RCb29rbWFya3MSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0Ij/K8xg7Cg5ib29rbWFya3MubGlzdBIQY29sbGVjdGlvbnM6cmVhZDoXVGhlIGNhbGxlcidzIGJvb2ttYXJrcy4SiwEKCkdldFVpU3RhdGUSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0Ik/K8xhLCgx1aS5zdGF0ZS5nZXQSEGNvbGxlY3Rpb25zOnJlYWQSCm1lZGlhOnJlYWQ6HUxhdGVzdCBzeW5jaHJvbml6ZWQgVUkgc3RhdGUuEr4BCgpTZXRVaVN0YXRlEhwuc29jaWFsLnYxLlNldFVpU3RhdGVSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0In3K8xh5Cgx1aS5zdGF0ZS5zZXQSEGNvbGxlY3Rpb25zOnJlYWQSCm1lZGlhOnJlYWQgATpJUGVyc2lzdCB0aGUgVUkgc3RhdGUgYW5kIGJyb2FkY2FzdCBpdCB0byB0aGUgdXNlcidzIG9wZW4gcGxheWVyIHNlc3Npb25zLhKvAQoNUGxheWVyQ29tbWFuZBIfLnNvY2lhbC52MS5QbGF5ZXJDb21tYW5kUmVxdWVzdBoTLmNvbW1vbi52MS5PcFJlc3VsdCJoyvMYZAoOcGxheWVyLmNvbW1hbmQSEGNvbGxlY3Rpb25zOnJlYWQSCm1lZGlhOnJlYWQgAToyU2VuZCBhIGNvbW1hbmQgdG8gdGhlIHVzZXIncyBvcGVuIHBsYXllciBzZXNzaW9ucy4ShwEKCVJlcG9ydEJ1ZxIbLnNvY2lhbC52MS5SZXBvcnRCdWdSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IkjK8xhECgpidWcucmVwb3J0IAE6NFJlcG9ydCBhIHN1c3BlY3RlZCBBUEkgYnVnIChxdWFyYW50aW5lZCBmb3IgdHJpYWdlKS4ScAoITGlzdEJ1Z3MSGi5zb2NpYWwudjEuTGlzdEJ1Z3NSZXF1ZXN0GhMuY29tbW9uLnYxLk9wUmVzdWx0IjPK8xgvCghidWcubGlzdDABOiFCdWcgcmVwb3J0cywgYWRtaW5pc3RyYXRvcnMgb25seS4SZwoUUmVzb2x2ZVB1Ymxpc2hIYW5kbGUSJi5zb2NpYWwudjEuUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXF1ZXN0Gicuc29jaWFsLnYxLlJlc29sdmVQdWJsaXNoSGFuZGxlUmVzcG9uc2USUgoNUmVzb2x2ZUhhbmRsZRIfLnNvY2lhbC52MS5SZXNvbHZlSGFuZGxlUmVxdWVzdBogLnNvY2lhbC52MS5SZXNvbHZlSGFuZGxlUmVzcG9uc2USZAoTTGlzdEZvbGxvd2VkSGFuZGxlcxIlLnNvY2lhbC52MS5MaXN0Rm9sbG93ZWRIYW5kbGVzUmVxdWVzdBomLnNvY2lhbC52MS5MaXN0Rm9sbG93ZWRIYW5kbGVzUmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options, file_google_protobuf_struct, file_social_v1_resources]);
+  fileDesc("ChZzb2NpYWwvdjEvc29jaWFsLnByb3RvEglzb2NpYWwudjEieQobUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXF1ZXN0EhkKB3VzZXJfaWQYASABKAlCCLpIBXIDsAEBEi0KBG1vZGUYAiABKAlCH7pIHHIaUgVhbGlhc1IHZGVmYXVsdFIIdXNlcm5hbWUSEAoIYWxpYXNfaWQYAyABKAkiQAocUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXNwb25zZRIOCgZoYW5kbGUYASABKAkSEAoIYWxpYXNfaWQYAiABKAkiMQoUUmVzb2x2ZUhhbmRsZVJlcXVlc3QSGQoGaGFuZGxlGAEgASgJQgm6SAZyBBABGD8iSQoVUmVzb2x2ZUhhbmRsZVJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEg8KB3VzZXJfaWQYAiABKAkSEAoIYWxpYXNfaWQYAyABKAkiNwoaTGlzdEZvbGxvd2VkSGFuZGxlc1JlcXVlc3QSGQoHdXNlcl9pZBgBIAEoCUIIukgFcgOwAQEiXQoORm9sbG93ZWRIYW5kbGUSEAoIYWxpYXNfaWQYASABKAkSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRISCgppc19wcmltYXJ5GAMgASgIEg4KBmhhbmRsZRgEIAEoCSJJChtMaXN0Rm9sbG93ZWRIYW5kbGVzUmVzcG9uc2USKgoHaGFuZGxlcxgBIAMoCzIZLnNvY2lhbC52MS5Gb2xsb3dlZEhhbmRsZSI+ChJDcmVhdGVBbGlhc1JlcXVlc3QSKAoGaGFuZGxlGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQiNgoTQ3JlYXRlQWxpYXNSZXNwb25zZRIfCgVhbGlhcxgBIAEoCzIQLnNvY2lhbC52MS5BbGlhcyI5ChNMaXN0QWxpYXNlc1Jlc3BvbnNlEiIKB2FsaWFzZXMYASADKAsyES5zb2NpYWwudjEuSGFuZGxlIi0KD0FsaWFzUmVmUmVxdWVzdBIaCghhbGlhc19pZBgBIAEoCUIIukgFcgOwAQEiUAoTRm9sbG93QWxpYXNSZXNwb25zZRIQCghmb2xsb3dlZBgBIAEoCBInCgVhbGlhcxgCIAEoCzIYLnNvY2lhbC52MS5Gb2xsb3dlZEFsaWFzIisKFVVuZm9sbG93QWxpYXNSZXNwb25zZRISCgp1bmZvbGxvd2VkGAEgASgIInkKFExpc3RGb2xsb3dpbmdSZXF1ZXN0EicKBWxpbWl0GAEgASgFQhO6SAcaBRj0AygB0vMYBRIDMTAwSACIAQESIwoGb2Zmc2V0GAIgASgFQg66SAQaAigA0vMYAxIBMEgBiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0Im0KFUxpc3RGb2xsb3dpbmdSZXNwb25zZRIpCgdhbGlhc2VzGAEgAygLMhguc29jaWFsLnYxLkZvbGxvd2VkQWxpYXMSKQoKcGFnaW5hdGlvbhgCIAEoCzIVLmNvbW1vbi52MS5QYWdpbmF0aW9uIjkKEkdldFByb2ZpbGVSZXNwb25zZRIjCgdwcm9maWxlGAEgASgLMhIuc29jaWFsLnYxLlByb2ZpbGUi9wIKFFVwZGF0ZVByb2ZpbGVSZXF1ZXN0EiIKDGRpc3BsYXlfbmFtZRgBIAEoCUIHukgEcgIYZEgAiAEBEhoKA2JpbxgCIAEoCUIIukgFcgMYoB9IAYgBARKhAQoOYXZhaWxhYmxlX3RhZ3MYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCcdLzGG0Ka3sidHlwZSI6ImFycmF5IiwibWF4SXRlbXMiOjIwLCJpdGVtcyI6eyJ0eXBlIjoic3RyaW5nIiwibWluTGVuZ3RoIjoxLCJtYXhMZW5ndGgiOjUwLCJwYXR0ZXJuIjoiXlteQS1aXSokIn19EmIKEGRlZmF1bHRfYWxpYXNfaWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCMNLzGCwKKnsidHlwZSI6WyJzdHJpbmciLCJudWxsIl0sImZvcm1hdCI6InV1aWQifUIPCg1fZGlzcGxheV9uYW1lQgYKBF9iaW8iPAoVVXBkYXRlUHJvZmlsZVJlc3BvbnNlEiMKB3Byb2ZpbGUYASABKAsyEi5zb2NpYWwudjEuUHJvZmlsZSKOAQoVQ3JlYXRlQm9va21hcmtSZXF1ZXN0EhkKBXRpdGxlGAEgASgJQgq6SAdyBRABGPQDEiIKDmNvbGxlY3Rpb25faWRzGAIgASgJQgq6SAdyBRABGNAPEisKBnNvdXJjZRgDIAEoCUIWukgGcgQQARgy0vMYCRIHImFnZW50IkgAiAEBQgkKB19zb3VyY2UieQoUTGlzdEJvb2ttYXJrc1JlcXVlc3QSJwoFbGltaXQYASABKAVCE7pIBxoFGPQDKAHS8xgFEgMxMDBIAIgBARIjCgZvZmZzZXQYAiABKAVCDrpIBBoCKADS8xgDEgEwSAGIAQFCCAoGX2xpbWl0QgkKB19vZmZzZXQiPwoWQ3JlYXRlQm9va21hcmtSZXNwb25zZRIlCghib29rbWFyaxgBIAEoCzITLnNvY2lhbC52MS5Cb29rbWFyayI+ChZEZWxldGVCb29rbWFya1Jlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAgSEwoLYm9va21hcmtfaWQYAiABKAkiagoVTGlzdEJvb2ttYXJrc1Jlc3BvbnNlEiYKCWJvb2ttYXJrcxgBIAMoCzITLnNvY2lhbC52MS5Cb29rbWFyaxIpCgpwYWdpbmF0aW9uGAIgASgLMhUuY29tbW9uLnYxLlBhZ2luYXRpb24iRwoYR2V0VGFnVm9jYWJ1bGFyeVJlc3BvbnNlEisKBHRhZ3MYASADKAsyHS5zb2NpYWwudjEuVGFnVm9jYWJ1bGFyeUVudHJ5IjoKEkdldFVpU3RhdGVSZXNwb25zZRIkCgh1aV9zdGF0ZRgBIAEoCzISLnNvY2lhbC52MS5VaVN0YXRlIlAKElNldFVpU3RhdGVSZXNwb25zZRIkCgh1aV9zdGF0ZRgBIAEoCzISLnNvY2lhbC52MS5VaVN0YXRlEhQKDGRlbGl2ZXJlZF90bxgCIAEoBSJSChVQbGF5ZXJDb21tYW5kUmVzcG9uc2USDwoHY29tbWFuZBgBIAEoCRISCgpjb21tYW5kX2lkGAIgASgJEhQKDGRlbGl2ZXJlZF90bxgDIAEoBSJ4ChFSZXBvcnRCdWdSZXNwb25zZRIRCglyZXBvcnRfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhkKDGR1cGxpY2F0ZV9vZhgDIAEoCUgAiAEBEhQKDHJlcG9ydF9jb3VudBgEIAEoBUIPCg1fZHVwbGljYXRlX29mIkgKEExpc3RCdWdzUmVzcG9uc2USJQoHcmVwb3J0cxgBIAMoCzIULnNvY2lhbC52MS5CdWdSZXBvcnQSDQoFY291bnQYAiABKAUiNgoVRGVsZXRlQm9va21hcmtSZXF1ZXN0Eh0KC2Jvb2ttYXJrX2lkGAEgASgJQgi6SAVyA7ABASLnAgoRU2V0VWlTdGF0ZVJlcXVlc3QSIwoNY29sbGVjdGlvbl9pZBgBIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAIgASgDQge6SAQiAigBSAGIAQESIQoJdmlld19tb2RlGAMgASgJQgm6SAZyBBABGDJIAogBARIcCgZzb3VyY2UYBCABKAlCB7pIBHICGGRIA4gBARInCg5icm93c2VfcmVzdWx0cxgFIAMoA0IPukgMkgEJEPQDIgQiAigBEiMKDGJyb3dzZV90aXRsZRgGIAEoCUIIukgFcgMY9ANIBIgBARIjCg1icm93c2Vfc291cmNlGAcgASgJQge6SARyAhhkSAWIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkQgwKCl92aWV3X21vZGVCCQoHX3NvdXJjZUIPCg1fYnJvd3NlX3RpdGxlQhAKDl9icm93c2Vfc291cmNlItIBChRQbGF5ZXJDb21tYW5kUmVxdWVzdBJWCgdjb21tYW5kGAEgASgJQkW6SEJyQFIEcGxheVIFcGF1c2VSBG5leHRSCHByZXZpb3VzUgRvcGVuUgpmdWxsc2NyZWVuUg9leGl0X2Z1bGxzY3JlZW4SIwoNY29sbGVjdGlvbl9pZBgCIAEoA0IHukgEIgIoAUgAiAEBEh4KCG1lZGlhX2lkGAMgASgDQge6SAQiAigBSAGIAQFCEAoOX2NvbGxlY3Rpb25faWRCCwoJX21lZGlhX2lkIqoEChBSZXBvcnRCdWdSZXF1ZXN0Ek8KCGNhdGVnb3J5GAEgASgJQj26SDpyOFIFZXJyb3JSDHdyb25nX3Jlc3VsdFINZG9jc19taXNtYXRjaFILcGVyZm9ybWFuY2VSBW90aGVyEh0KCnJlbGF0ZWRfb3AYAiABKAlCCbpIBnIEEAEYZBIZCgV0aXRsZRgDIAEoCUIKukgHcgUQARjIARIfCghleHBlY3RlZBgEIAEoCUIIukgFcgMY0A9IAIgBARIdCgZhY3R1YWwYBSABKAlCCLpIBXIDGNAPSAGIAQESIAoKZXJyb3JfY29kZRgGIAEoCUIHukgEcgIYZEgCiAEBEjkKCHNldmVyaXR5GAcgASgJQiK6SB9yHVIDbG93UgZtZWRpdW1SBGhpZ2hSCGNyaXRpY2FsSAOIAQESkQEKBXJlcHJvGAggASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQmrS8xhmCmR7ImRlc2NyaXB0aW9uIjoiUmVwcm9kdWN0aW9uIHN0ZXBzIG9yIHJlcXVlc3QsIGFueSBKU09OIHZhbHVlLCBhdCBtb3N0IDQwOTYgY2hhcmFjdGVycyBzZXJpYWxpemVkLiJ9EhwKBW5vdGVzGAkgASgJQgi6SAVyAxiAEEgEiAEBQgsKCV9leHBlY3RlZEIJCgdfYWN0dWFsQg0KC19lcnJvcl9jb2RlQgsKCV9zZXZlcml0eUIICgZfbm90ZXMiqQEKD0xpc3RCdWdzUmVxdWVzdBJZCgZzdGF0dXMYASABKAlCRLpINXIzUgRvcGVuUgNuZXdSB3RyaWFnZWRSCWR1cGxpY2F0ZVIIcmVqZWN0ZWRSCHByb21vdGVk0vMYCBIGIm9wZW4iSACIAQESJgoFbGltaXQYAiABKAVCErpIBxoFGMgBKAHS8xgEEgI1MEgBiAEBQgkKB19zdGF0dXNCCAoGX2xpbWl0MpEWCg1Tb2NpYWxTZXJ2aWNlEpoBCgtDcmVhdGVBbGlhcxIdLnNvY2lhbC52MS5DcmVhdGVBbGlhc1JlcXVlc3QaHi5zb2NpYWwudjEuQ3JlYXRlQWxpYXNSZXNwb25zZSJMyvMYSAoOYWxpYXNlcy5jcmVhdGUSDXByb2ZpbGU6d3JpdGUgATolQ3JlYXRlIGEgcHVibGlzaCBhbGlhcyAocGxhbi1jYXBwZWQpLhKMAQoLTGlzdEFsaWFzZXMSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0Gh4uc29jaWFsLnYxLkxpc3RBbGlhc2VzUmVzcG9uc2UiRMrzGEAKDGFsaWFzZXMubGlzdBIQY29sbGVjdGlvbnM6cmVhZDoeUHJpbWFyeSB1c2VybmFtZSBwbHVzIGFsaWFzZXMuEo0BCgtGb2xsb3dBbGlhcxIaLnNvY2lhbC52MS5BbGlhc1JlZlJlcXVlc3QaHi5zb2NpYWwudjEuRm9sbG93QWxpYXNSZXNwb25zZSJCyvMYPgoOYWxpYXNlcy5mb2xsb3cSEWNvbGxlY3Rpb25zOndyaXRlIAE6F0ZvbGxvdyBhIHB1Ymxpc2ggYWxpYXMuEpsBCg1VbmZvbGxvd0FsaWFzEhouc29jaWFsLnYxLkFsaWFzUmVmUmVxdWVzdBogLnNvY2lhbC52MS5VbmZvbGxvd0FsaWFzUmVzcG9uc2UiTMrzGEgKEGFsaWFzZXMudW5mb2xsb3cSEWNvbGxlY3Rpb25zOndyaXRlIAE6H1N0b3AgZm9sbG93aW5nIGEgcHVibGlzaCBhbGlhcy4SnwEKDUxpc3RGb2xsb3dpbmcSHy5zb2NpYWwudjEuTGlzdEZvbGxvd2luZ1JlcXVlc3QaIC5zb2NpYWwudjEuTGlzdEZvbGxvd2luZ1Jlc3BvbnNlIkvK8xhHChZhbGlhc2VzLmZvbGxvd2luZy5saXN0EhBjb2xsZWN0aW9uczpyZWFkOhtBbGlhc2VzIHRoZSBjYWxsZXIgZm9sbG93cy4SqQEKEEdldFRhZ1ZvY2FidWxhcnkSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GiMuc29jaWFsLnYxLkdldFRhZ1ZvY2FidWxhcnlSZXNwb25zZSJXyvMYUwoTdGFncy52b2NhYnVsYXJ5LmdldCgBOjpBY3RpdmUgdGFnIHZvY2FidWxhcnkgKHNsdWcsIGxhYmVsLCBjYXRlZ29yeSwgc29ydF9vcmRlcikuEogBCgpHZXRQcm9maWxlEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBodLnNvY2lhbC52MS5HZXRQcm9maWxlUmVzcG9uc2UiQsrzGD4KC3Byb2ZpbGUuZ2V0Oi9UaGUgY2FsbGVyJ3MgcHJvZmlsZSwgaW5jbHVkaW5nIGF2YWlsYWJsZV90YWdzLhKlAQoNVXBkYXRlUHJvZmlsZRIfLnNvY2lhbC52MS5VcGRhdGVQcm9maWxlUmVxdWVzdBogLnNvY2lhbC52MS5VcGRhdGVQcm9maWxlUmVzcG9uc2UiUcrzGE0KDnByb2ZpbGUudXBkYXRlEg1wcm9maWxlOndyaXRlIAE6KlVwZGF0ZSBkaXNwbGF5IG5hbWUsIGJpbyBvciB0YWcgc2hvcnRjdXRzLhKjAQoOQ3JlYXRlQm9va21hcmsSIC5zb2NpYWwudjEuQ3JlYXRlQm9va21hcmtSZXF1ZXN0GiEuc29jaWFsLnYxLkNyZWF0ZUJvb2ttYXJrUmVzcG9uc2UiTMrzGEgKEGJvb2ttYXJrcy5jcmVhdGUSEWNvbGxlY3Rpb25zOndyaXRlIAE6H1NhdmUgYSBib29rbWFyayBvZiBjb2xsZWN0aW9ucy4SlgEKDkRlbGV0ZUJvb2ttYXJrEiAuc29jaWFsLnYxLkRlbGV0ZUJvb2ttYXJrUmVxdWVzdBohLnNvY2lhbC52MS5EZWxldGVCb29rbWFya1Jlc3BvbnNlIj/K8xg7ChBib29rbWFya3MuZGVsZXRlEhFjb2xsZWN0aW9uczp3cml0ZSABOhJEZWxldGUgYSBib29rbWFyay4SkwEKDUxpc3RCb29rbWFya3MSHy5zb2NpYWwudjEuTGlzdEJvb2ttYXJrc1JlcXVlc3QaIC5zb2NpYWwudjEuTGlzdEJvb2ttYXJrc1Jlc3BvbnNlIj/K8xg7Cg5ib29rbWFya3MubGlzdBIQY29sbGVjdGlvbnM6cmVhZDoXVGhlIGNhbGxlcidzIGJvb2ttYXJrcy4SlQEKCkdldFVpU3RhdGUSFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0Gh0uc29jaWFsLnYxLkdldFVpU3RhdGVSZXNwb25zZSJPyvMYSwoMdWkuc3RhdGUuZ2V0EhBjb2xsZWN0aW9uczpyZWFkEgptZWRpYTpyZWFkOh1MYXRlc3Qgc3luY2hyb25pemVkIFVJIHN0YXRlLhLIAQoKU2V0VWlTdGF0ZRIcLnNvY2lhbC52MS5TZXRVaVN0YXRlUmVxdWVzdBodLnNvY2lhbC52MS5TZXRVaVN0YXRlUmVzcG9uc2UifcrzGHkKDHVpLnN0YXRlLnNldBIQY29sbGVjdGlvbnM6cmVhZBIKbWVkaWE6cmVhZCABOklQZXJzaXN0IHRoZSBVSSBzdGF0ZSBhbmQgYnJvYWRjYXN0IGl0IHRvIHRoZSB1c2VyJ3Mgb3BlbiBwbGF5ZXIgc2Vzc2lvbnMuErwBCg1QbGF5ZXJDb21tYW5kEh8uc29jaWFsLnYxLlBsYXllckNvbW1hbmRSZXF1ZXN0GiAuc29jaWFsLnYxLlBsYXllckNvbW1hbmRSZXNwb25zZSJoyvMYZAoOcGxheWVyLmNvbW1hbmQSEGNvbGxlY3Rpb25zOnJlYWQSCm1lZGlhOnJlYWQgAToyU2VuZCBhIGNvbW1hbmQgdG8gdGhlIHVzZXIncyBvcGVuIHBsYXllciBzZXNzaW9ucy4SkAEKCVJlcG9ydEJ1ZxIbLnNvY2lhbC52MS5SZXBvcnRCdWdSZXF1ZXN0Ghwuc29jaWFsLnYxLlJlcG9ydEJ1Z1Jlc3BvbnNlIkjK8xhECgpidWcucmVwb3J0IAE6NFJlcG9ydCBhIHN1c3BlY3RlZCBBUEkgYnVnIChxdWFyYW50aW5lZCBmb3IgdHJpYWdlKS4SeAoITGlzdEJ1Z3MSGi5zb2NpYWwudjEuTGlzdEJ1Z3NSZXF1ZXN0Ghsuc29jaWFsLnYxLkxpc3RCdWdzUmVzcG9uc2UiM8rzGC8KCGJ1Zy5saXN0MAE6IUJ1ZyByZXBvcnRzLCBhZG1pbmlzdHJhdG9ycyBvbmx5LhJnChRSZXNvbHZlUHVibGlzaEhhbmRsZRImLnNvY2lhbC52MS5SZXNvbHZlUHVibGlzaEhhbmRsZVJlcXVlc3QaJy5zb2NpYWwudjEuUmVzb2x2ZVB1Ymxpc2hIYW5kbGVSZXNwb25zZRJSCg1SZXNvbHZlSGFuZGxlEh8uc29jaWFsLnYxLlJlc29sdmVIYW5kbGVSZXF1ZXN0GiAuc29jaWFsLnYxLlJlc29sdmVIYW5kbGVSZXNwb25zZRJkChNMaXN0Rm9sbG93ZWRIYW5kbGVzEiUuc29jaWFsLnYxLkxpc3RGb2xsb3dlZEhhbmRsZXNSZXF1ZXN0GiYuc29jaWFsLnYxLkxpc3RGb2xsb3dlZEhhbmRsZXNSZXNwb25zZWIGcHJvdG8z", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options, file_google_protobuf_struct, file_social_v1_resources]);
 
 /**
  * @generated from message social.v1.ResolvePublishHandleRequest
@@ -461,6 +461,241 @@ export const CreateBookmarkRequestSchema: GenMessage<CreateBookmarkRequest> = /*
   messageDesc(file_social_v1_social, 18);
 
 /**
+ * @generated from message social.v1.ListBookmarksRequest
+ */
+export type ListBookmarksRequest = Message<"social.v1.ListBookmarksRequest"> & {
+  /**
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: optional int32 offset = 2;
+   */
+  offset?: number | undefined;
+};
+
+/**
+ * Describes the message social.v1.ListBookmarksRequest.
+ * Use `create(ListBookmarksRequestSchema)` to create a new message.
+ */
+export const ListBookmarksRequestSchema: GenMessage<ListBookmarksRequest> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 19);
+
+/**
+ * @generated from message social.v1.CreateBookmarkResponse
+ */
+export type CreateBookmarkResponse = Message<"social.v1.CreateBookmarkResponse"> & {
+  /**
+   * @generated from field: social.v1.Bookmark bookmark = 1;
+   */
+  bookmark?: Bookmark | undefined;
+};
+
+/**
+ * Describes the message social.v1.CreateBookmarkResponse.
+ * Use `create(CreateBookmarkResponseSchema)` to create a new message.
+ */
+export const CreateBookmarkResponseSchema: GenMessage<CreateBookmarkResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 20);
+
+/**
+ * @generated from message social.v1.DeleteBookmarkResponse
+ */
+export type DeleteBookmarkResponse = Message<"social.v1.DeleteBookmarkResponse"> & {
+  /**
+   * @generated from field: bool deleted = 1;
+   */
+  deleted: boolean;
+
+  /**
+   * @generated from field: string bookmark_id = 2;
+   */
+  bookmarkId: string;
+};
+
+/**
+ * Describes the message social.v1.DeleteBookmarkResponse.
+ * Use `create(DeleteBookmarkResponseSchema)` to create a new message.
+ */
+export const DeleteBookmarkResponseSchema: GenMessage<DeleteBookmarkResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 21);
+
+/**
+ * The caller's bookmarks, newest first.
+ *
+ * @generated from message social.v1.ListBookmarksResponse
+ */
+export type ListBookmarksResponse = Message<"social.v1.ListBookmarksResponse"> & {
+  /**
+   * @generated from field: repeated social.v1.Bookmark bookmarks = 1;
+   */
+  bookmarks: Bookmark[];
+
+  /**
+   * @generated from field: common.v1.Pagination pagination = 2;
+   */
+  pagination?: Pagination | undefined;
+};
+
+/**
+ * Describes the message social.v1.ListBookmarksResponse.
+ * Use `create(ListBookmarksResponseSchema)` to create a new message.
+ */
+export const ListBookmarksResponseSchema: GenMessage<ListBookmarksResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 22);
+
+/**
+ * The active vocabulary, by sort_order.
+ *
+ * @generated from message social.v1.GetTagVocabularyResponse
+ */
+export type GetTagVocabularyResponse = Message<"social.v1.GetTagVocabularyResponse"> & {
+  /**
+   * @generated from field: repeated social.v1.TagVocabularyEntry tags = 1;
+   */
+  tags: TagVocabularyEntry[];
+};
+
+/**
+ * Describes the message social.v1.GetTagVocabularyResponse.
+ * Use `create(GetTagVocabularyResponseSchema)` to create a new message.
+ */
+export const GetTagVocabularyResponseSchema: GenMessage<GetTagVocabularyResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 23);
+
+/**
+ * @generated from message social.v1.GetUiStateResponse
+ */
+export type GetUiStateResponse = Message<"social.v1.GetUiStateResponse"> & {
+  /**
+   * @generated from field: social.v1.UiState ui_state = 1;
+   */
+  uiState?: UiState | undefined;
+};
+
+/**
+ * Describes the message social.v1.GetUiStateResponse.
+ * Use `create(GetUiStateResponseSchema)` to create a new message.
+ */
+export const GetUiStateResponseSchema: GenMessage<GetUiStateResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 24);
+
+/**
+ * @generated from message social.v1.SetUiStateResponse
+ */
+export type SetUiStateResponse = Message<"social.v1.SetUiStateResponse"> & {
+  /**
+   * @generated from field: social.v1.UiState ui_state = 1;
+   */
+  uiState?: UiState | undefined;
+
+  /**
+   * Open player sessions of the user the new state was sent to (across gateway replicas: the
+   * sessions of the replica that answered the broadcast first; at least these).
+   *
+   * @generated from field: int32 delivered_to = 2;
+   */
+  deliveredTo: number;
+};
+
+/**
+ * Describes the message social.v1.SetUiStateResponse.
+ * Use `create(SetUiStateResponseSchema)` to create a new message.
+ */
+export const SetUiStateResponseSchema: GenMessage<SetUiStateResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 25);
+
+/**
+ * @generated from message social.v1.PlayerCommandResponse
+ */
+export type PlayerCommandResponse = Message<"social.v1.PlayerCommandResponse"> & {
+  /**
+   * @generated from field: string command = 1;
+   */
+  command: string;
+
+  /**
+   * Identifies the command in the player channel (the event id).
+   *
+   * @generated from field: string command_id = 2;
+   */
+  commandId: string;
+
+  /**
+   * Open player sessions of the user it was sent to.
+   *
+   * @generated from field: int32 delivered_to = 3;
+   */
+  deliveredTo: number;
+};
+
+/**
+ * Describes the message social.v1.PlayerCommandResponse.
+ * Use `create(PlayerCommandResponseSchema)` to create a new message.
+ */
+export const PlayerCommandResponseSchema: GenMessage<PlayerCommandResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 26);
+
+/**
+ * @generated from message social.v1.ReportBugResponse
+ */
+export type ReportBugResponse = Message<"social.v1.ReportBugResponse"> & {
+  /**
+   * @generated from field: string report_id = 1;
+   */
+  reportId: string;
+
+  /**
+   * received, or duplicate when an open report matched (then duplicate_of names it).
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * @generated from field: optional string duplicate_of = 3;
+   */
+  duplicateOf?: string | undefined;
+
+  /**
+   * How many times the matched report has been made.
+   *
+   * @generated from field: int32 report_count = 4;
+   */
+  reportCount: number;
+};
+
+/**
+ * Describes the message social.v1.ReportBugResponse.
+ * Use `create(ReportBugResponseSchema)` to create a new message.
+ */
+export const ReportBugResponseSchema: GenMessage<ReportBugResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 27);
+
+/**
+ * @generated from message social.v1.ListBugsResponse
+ */
+export type ListBugsResponse = Message<"social.v1.ListBugsResponse"> & {
+  /**
+   * @generated from field: repeated social.v1.BugReport reports = 1;
+   */
+  reports: BugReport[];
+
+  /**
+   * @generated from field: int32 count = 2;
+   */
+  count: number;
+};
+
+/**
+ * Describes the message social.v1.ListBugsResponse.
+ * Use `create(ListBugsResponseSchema)` to create a new message.
+ */
+export const ListBugsResponseSchema: GenMessage<ListBugsResponse> = /*@__PURE__*/
+  messageDesc(file_social_v1_social, 28);
+
+/**
  * @generated from message social.v1.DeleteBookmarkRequest
  */
 export type DeleteBookmarkRequest = Message<"social.v1.DeleteBookmarkRequest"> & {
@@ -475,7 +710,7 @@ export type DeleteBookmarkRequest = Message<"social.v1.DeleteBookmarkRequest"> &
  * Use `create(DeleteBookmarkRequestSchema)` to create a new message.
  */
 export const DeleteBookmarkRequestSchema: GenMessage<DeleteBookmarkRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 19);
+  messageDesc(file_social_v1_social, 29);
 
 /**
  * @generated from message social.v1.SetUiStateRequest
@@ -522,7 +757,7 @@ export type SetUiStateRequest = Message<"social.v1.SetUiStateRequest"> & {
  * Use `create(SetUiStateRequestSchema)` to create a new message.
  */
 export const SetUiStateRequestSchema: GenMessage<SetUiStateRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 20);
+  messageDesc(file_social_v1_social, 30);
 
 /**
  * @generated from message social.v1.PlayerCommandRequest
@@ -549,7 +784,7 @@ export type PlayerCommandRequest = Message<"social.v1.PlayerCommandRequest"> & {
  * Use `create(PlayerCommandRequestSchema)` to create a new message.
  */
 export const PlayerCommandRequestSchema: GenMessage<PlayerCommandRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 21);
+  messageDesc(file_social_v1_social, 31);
 
 /**
  * @generated from message social.v1.ReportBugRequest
@@ -608,7 +843,7 @@ export type ReportBugRequest = Message<"social.v1.ReportBugRequest"> & {
  * Use `create(ReportBugRequestSchema)` to create a new message.
  */
 export const ReportBugRequestSchema: GenMessage<ReportBugRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 22);
+  messageDesc(file_social_v1_social, 32);
 
 /**
  * @generated from message social.v1.ListBugsRequest
@@ -630,7 +865,7 @@ export type ListBugsRequest = Message<"social.v1.ListBugsRequest"> & {
  * Use `create(ListBugsRequestSchema)` to create a new message.
  */
 export const ListBugsRequestSchema: GenMessage<ListBugsRequest> = /*@__PURE__*/
-  messageDesc(file_social_v1_social, 23);
+  messageDesc(file_social_v1_social, 33);
 
 /**
  * SocialService owns publish aliases and follows, profiles, bookmarks, the tag vocabulary,
@@ -685,7 +920,7 @@ export const SocialService: GenService<{
   getTagVocabulary: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof GetTagVocabularyResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.GetProfile
@@ -709,7 +944,7 @@ export const SocialService: GenService<{
   createBookmark: {
     methodKind: "unary";
     input: typeof CreateBookmarkRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof CreateBookmarkResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.DeleteBookmark
@@ -717,15 +952,15 @@ export const SocialService: GenService<{
   deleteBookmark: {
     methodKind: "unary";
     input: typeof DeleteBookmarkRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof DeleteBookmarkResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.ListBookmarks
    */
   listBookmarks: {
     methodKind: "unary";
-    input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    input: typeof ListBookmarksRequestSchema;
+    output: typeof ListBookmarksResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.GetUiState
@@ -733,7 +968,7 @@ export const SocialService: GenService<{
   getUiState: {
     methodKind: "unary";
     input: typeof EmptyRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof GetUiStateResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.SetUiState
@@ -741,7 +976,7 @@ export const SocialService: GenService<{
   setUiState: {
     methodKind: "unary";
     input: typeof SetUiStateRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof SetUiStateResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.PlayerCommand
@@ -749,7 +984,7 @@ export const SocialService: GenService<{
   playerCommand: {
     methodKind: "unary";
     input: typeof PlayerCommandRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof PlayerCommandResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.ReportBug
@@ -757,7 +992,7 @@ export const SocialService: GenService<{
   reportBug: {
     methodKind: "unary";
     input: typeof ReportBugRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof ReportBugResponseSchema;
   },
   /**
    * @generated from rpc social.v1.SocialService.ListBugs
@@ -765,7 +1000,7 @@ export const SocialService: GenService<{
   listBugs: {
     methodKind: "unary";
     input: typeof ListBugsRequestSchema;
-    output: typeof OpResultSchema;
+    output: typeof ListBugsResponseSchema;
   },
   /**
    * The publish handle a collection gets when published.
