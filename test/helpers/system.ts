@@ -11,6 +11,27 @@ import pg from "pg";
 import { loadConfig, type System } from "@cms/platform";
 import { startSystem } from "@cms/server";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { Ajv, type ValidateFunction } from "ajv";
+import { PUBLIC_SERVICES } from "@cms/gateway";
+import { buildRegistry } from "@cms/gateway/registry";
+
+/**
+ * Every 200 answer of the op endpoint in the e2e suite is checked against the response schema
+ * that operation.describe publishes for its operation: the published contract and the answers
+ * cannot drift apart without a test failing.
+ */
+const registry = buildRegistry(PUBLIC_SERVICES);
+const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+const validators = new Map<string, ValidateFunction>();
+export function checkAnswer(op: string, body: unknown): void {
+  const entry = registry.get(op);
+  if (!entry || entry.streamsObject) return;
+  let validate = validators.get(op);
+  if (!validate) validators.set(op, (validate = ajv.compile(entry.responseSchema)));
+  if (!validate(body)) {
+    throw new Error(`${op} answered JSON that its published response schema refuses: ${ajv.errorsText(validate.errors)}\n${JSON.stringify(body).slice(0, 2000)}`);
+  }
+}
 
 export const API_KEY = "test-apikey";
 
@@ -133,6 +154,7 @@ export async function startTestSystem(overrides: Record<string, string> = {}): P
       const text = await res.text();
       let parsed: any;
       try { parsed = JSON.parse(text); } catch { parsed = { raw: text }; }
+      if (res.status === 200 && typeof body.op === "string" && res.headers.get("content-type")?.startsWith("application/json")) checkAnswer(body.op, parsed);
       return { status: res.status, body: parsed, headers: res.headers };
     },
     async must(token, body) {

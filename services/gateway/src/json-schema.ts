@@ -209,7 +209,9 @@ function orNull(schema: JsonSchema): JsonSchema {
  * JSON Schema of the contract's JSON that a response message renders to (services/gateway
  * render.ts): the same descriptors and (common.v1.field) options, so the published schema and
  * the rendered answers cannot disagree. A key is required when it is always present: scalars
- * without explicit presence, lists, maps, and nullable fields.
+ * without explicit presence, lists, maps, nullable fields, and message fields declared without
+ * `optional` outside a oneof (the proto's way of saying "always set"); the keys of an inline
+ * message are required in the parent when the inline field itself is.
  */
 export function responseSchema(message: DescMessage, seen = new Set<string>()): JsonSchema {
   if (seen.has(message.typeName)) return { type: "object" };
@@ -224,10 +226,12 @@ export function responseSchema(message: DescMessage, seen = new Set<string>()): 
   for (const field of message.fields) {
     const opt = optionsOf(field);
     if (opt?.selects) continue;
+    const declaredOptional = Boolean(field.proto.proto3Optional) || field.oneof !== undefined;
     if (opt?.inline && field.fieldKind === "message") {
       // Its keys appear in this object when the field is set.
       const inner = responseSchema(field.message, seen);
       Object.assign(properties, inner.properties as object);
+      if (!declaredOptional) required.push(...((inner.required as string[] | undefined) ?? []));
       continue;
     }
     let s = responseValueSchema(field, seen);
@@ -241,7 +245,8 @@ export function responseSchema(message: DescMessage, seen = new Set<string>()): 
     const key = opt?.jsonKey || field.name;
     properties[key] = s;
     const alwaysPresent = field.fieldKind === "list" || field.fieldKind === "map" || Boolean(opt?.nullable)
-      || ((field.fieldKind === "scalar" || field.fieldKind === "enum") && field.presence === 2 /* IMPLICIT */ && !field.oneof);
+      || ((field.fieldKind === "scalar" || field.fieldKind === "enum") && field.presence === 2 /* IMPLICIT */ && !field.oneof)
+      || (field.fieldKind === "message" && !declaredOptional);
     if (alwaysPresent) required.push(key);
   }
   seen.delete(message.typeName);
