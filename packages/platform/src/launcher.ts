@@ -26,6 +26,7 @@ import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { Health } from "@cms/contracts/grpc/health/v1/health_pb";
 import { createHealth, followReadiness } from "./health.js";
 import { reflectionRoutes } from "./reflection.js";
+import { createDirectTransport } from "./direct-transport.js";
 import type { Clients, ServiceBus, ServiceContext, ServiceInstance, ServiceModule } from "./module.js";
 
 /** The gateway is a module too, but it serves HTTP to the outside instead of Connect routes. */
@@ -149,7 +150,10 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     // The in-memory transport knows the routes registered when it is built, so it is built on
     // the first call, after every module's init() (a module may create clients during init).
     let local: Transport | undefined;
-    const buildLocal = () => (local ??= createRouterTransport(allRoutes, { router: { interceptors: incoming }, transport: { interceptors: outgoing } }));
+    const buildLocal = () => (local ??= createDirectTransport({
+      routes: allRoutes, serverInterceptors: incoming, clientInterceptors: outgoing,
+      streams: createRouterTransport(allRoutes, { router: { interceptors: incoming }, transport: { interceptors: outgoing } }),
+    }));
     const lazyLocal: Transport = {
       unary: (...args) => buildLocal().unary(...args),
       stream: (...args) => buildLocal().stream(...args),
