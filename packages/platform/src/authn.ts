@@ -16,7 +16,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { getOption, hasOption, type DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
-import { op as opOption } from "@cms/contracts/common/v1/options_pb";
+import { op as opOption, type Operation } from "@cms/contracts/common/v1/options_pb";
 import { ASSERTION_HEADER, type AssertionSigner, type AssertionSubject, type AssertionVerifier } from "./assertions.js";
 import { actAsKey, authorizeOperation, principalKey, type Principal } from "./caller.js";
 import { ownerOf } from "./config.js";
@@ -35,9 +35,17 @@ function bearer(header: string | null): string | undefined {
   return m?.[1];
 }
 
+/** The (common.v1.op) option of each method, read once (decoding an option is not free). */
+const opOptions = new WeakMap<DescMethod, Operation | null>();
+function opOf(method: DescMethod) {
+  let op = opOptions.get(method);
+  if (op === undefined) opOptions.set(method, (op = hasOption(method, opOption) ? getOption(method, opOption) : null));
+  return op ?? undefined;
+}
+
 /** The method's own rule for this principal. */
 export function authorizeCall(method: DescMethod, principal: Principal): void {
-  const op = hasOption(method, opOption) ? getOption(method, opOption) : undefined;
+  const op = opOf(method);
   if (!op) {
     if (!principal.internal) {
       throw new AppError("forbidden", `${method.parent.typeName}/${method.name} is internal to this system; call its public operations instead.`);

@@ -15,6 +15,7 @@ export * from "./health.js";
 export * from "./rpc.js";
 export * from "./module.js";
 export * from "./json-values.js";
+export * from "./messages.js";
 export * from "./launcher.js";
 export * from "./events.js";
 export * from "./outbound.js";

@@ -6,15 +6,13 @@
  * Struct, Value and ListValue are plain JSON; an inline message field merges its keys into the
  * parent; a FieldMask field with `selects` picks the rendered fields of a list's items.
  *
- * The plan of each message type is built once (first use) from its descriptor; rendering walks
- * the plan, not the descriptor.
+ * Each message type is compiled once (first use) from its descriptor into a function per field
+ * that appends `"key":value` text to the object being written; rendering runs those functions
+ * and builds the JSON text directly, without an intermediate object tree.
  */
 import { getOption, hasOption, toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { ListValueSchema, StructSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { field as fieldOption } from "@cms/contracts/common/v1/options_pb";
-
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type Obj = Record<string, Json>;
 
 /** The (common.v1.field) options of a field, with their defaults. */
 export function renderOptions(field: DescField): { nullable: boolean; key: string; inline: boolean; selects: string } {
@@ -22,167 +20,170 @@ export function renderOptions(field: DescField): { nullable: boolean; key: strin
   return { nullable: o?.nullable ?? false, key: o?.jsonKey || field.name, inline: o?.inline ?? false, selects: o?.selects ?? "" };
 }
 
-/** Converts one present value of a field's element type to JSON. */
-type ValueRenderer = (value: unknown) => Json;
+/** JSON text of one present value of a field's element type. */
+type ValueWriter = (value: unknown) => string;
+/** Appends the field's members ("key":value, or an inline message's) to `parts`. */
+type FieldWriter = (message: Record<string, unknown>, parts: string[]) => void;
 
-interface FieldPlan {
-  field: DescField;
-  key: string;
-  nullable: boolean;
-  inline: boolean;
-  /** Present in the oneof's {case, value} rather than as its own property. */
-  oneof?: string;
-  render: ValueRenderer;
-  /** For a selecting FieldMask: the key of the list it selects in. */
-  selects?: string;
+interface Compiled {
+  /** Appends the message's members to `parts`. */
+  members(message: Record<string, unknown>, parts: string[]): void;
+  /** Field name -> [JSON key, value writer, value reader], for selected rendering. */
+  byName: Map<string, { key: string; write: ValueWriter; read: (m: Record<string, unknown>) => unknown }>;
 }
 
-interface MessagePlan {
-  fields: FieldPlan[];
-  /** Proto name of a list field -> the FieldMask field selecting its items' fields. */
-  masks: Map<string, FieldPlan>;
-  byName: Map<string, FieldPlan>;
-}
-
-const plans = new Map<string, MessagePlan>();
+const compiled = new Map<string, Compiled>();
 
 function isoOfTimestamp(ts: { seconds: bigint; nanos: number }): string {
   return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1_000_000)).toISOString();
 }
 
-/**
- * bigint (int64 family) become numbers; every other scalar is already JSON-ready, except bytes,
- * which the contract has no use for in responses but are rendered as base64.
- */
-const renderScalar: ValueRenderer = (v) => (typeof v === "bigint" ? Number(v) : v instanceof Uint8Array ? Buffer.from(v).toString("base64") : (v as Json));
-const scalarRenderer = (): ValueRenderer => renderScalar;
-
 /** A message value that protobuf-es may hold unboxed (Struct as JsonObject, wrappers as scalars). */
 const boxed = (v: unknown): v is Message => typeof v === "object" && v !== null && "$typeName" in v;
 
-function messageRenderer(desc: DescMessage): ValueRenderer {
+const writeString: ValueWriter = (v) => JSON.stringify(v);
+const writeScalar: ValueWriter = (v) => (typeof v === "bigint" ? String(Number(v)) : typeof v === "string" ? JSON.stringify(v)
+  : v instanceof Uint8Array ? `"${Buffer.from(v).toString("base64")}"` : JSON.stringify(v));
+
+function scalarWriter(field: DescField): ValueWriter {
+  return (field.fieldKind === "scalar" || field.fieldKind === "list") && field.scalar === 9 /* STRING */ ? writeString : writeScalar;
+}
+
+function enumWriter(field: DescField & { enum: { values: Array<{ number: number; name: string }> } }): ValueWriter {
+  const names = new Map(field.enum.values.map((e) => [e.number, JSON.stringify(e.name)]));
+  return (v) => names.get(v as number) ?? String(v);
+}
+
+function messageWriter(desc: DescMessage): ValueWriter {
   switch (desc.typeName) {
-    case "google.protobuf.Timestamp": return (v) => isoOfTimestamp(v as { seconds: bigint; nanos: number });
+    case "google.protobuf.Timestamp": return (v) => `"${isoOfTimestamp(v as { seconds: bigint; nanos: number })}"`;
     // A singular Struct field holds a JsonObject already; inside lists it is a message.
-    case "google.protobuf.Struct": return (v) => (boxed(v) ? toJson(StructSchema, v as never) : v) as Json;
-    case "google.protobuf.Value": return (v) => toJson(ValueSchema, v as never) as Json;
-    case "google.protobuf.ListValue": return (v) => toJson(ListValueSchema, v as never) as Json;
-    case "google.protobuf.FieldMask": return (v) => (v as { paths: string[] }).paths;
+    case "google.protobuf.Struct": return (v) => JSON.stringify(boxed(v) ? toJson(StructSchema, v as never) : v);
+    case "google.protobuf.Value": return (v) => JSON.stringify(toJson(ValueSchema, v as never));
+    case "google.protobuf.ListValue": return (v) => JSON.stringify(toJson(ListValueSchema, v as never));
+    case "google.protobuf.FieldMask": return (v) => JSON.stringify((v as { paths: string[] }).paths);
   }
   if (desc.typeName.startsWith("google.protobuf.") && desc.typeName.endsWith("Value")) {
     // Wrappers: unboxed in singular fields, messages elsewhere.
-    return (v) => {
-      const x = boxed(v) ? (v as unknown as { value: unknown }).value : v;
-      return (typeof x === "bigint" ? Number(x) : x) as Json;
-    };
+    return (v) => writeScalar(boxed(v) ? (v as unknown as { value: unknown }).value : v);
   }
-  return (v) => renderObject(desc, v as Message);
+  return (v) => {
+    const parts: string[] = [];
+    compile(desc).members(v as Record<string, unknown>, parts);
+    return `{${parts.join(",")}}`;
+  };
 }
 
-function elementRenderer(field: DescField): ValueRenderer {
+function elementWriter(field: DescField): ValueWriter {
   switch (field.fieldKind) {
-    case "scalar": return scalarRenderer();
-    case "enum": return (v) => field.enum.values.find((e) => e.number === v)?.name ?? (v as number);
-    case "message": return messageRenderer(field.message);
+    case "scalar": return scalarWriter(field);
+    case "enum": return enumWriter(field as never);
+    case "message": return messageWriter(field.message);
     case "list": {
-      const item = field.listKind === "message" ? messageRenderer(field.message)
-        : field.listKind === "enum" ? (v: unknown) => field.enum.values.find((e) => e.number === v)?.name ?? (v as number)
-        : scalarRenderer();
-      return (v) => (v as unknown[]).map(item);
+      const item = field.listKind === "message" ? messageWriter(field.message)
+        : field.listKind === "enum" ? enumWriter(field as never)
+        : scalarWriter(field);
+      return (v) => {
+        const list = v as unknown[];
+        let out = "[";
+        for (let i = 0; i < list.length; i++) out += (i ? "," : "") + item(list[i]);
+        return `${out}]`;
+      };
     }
     case "map": {
-      const value = field.mapKind === "message" ? messageRenderer(field.message) : scalarRenderer();
+      const value = field.mapKind === "message" ? messageWriter(field.message) : field.mapKind === "enum" ? enumWriter(field as never) : writeScalar;
       return (v) => {
-        const out: Obj = {};
-        for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[k] = value(x);
-        return out;
+        const parts: string[] = [];
+        for (const [k, x] of Object.entries(v as Record<string, unknown>)) parts.push(`${JSON.stringify(k)}:${value(x)}`);
+        return `{${parts.join(",")}}`;
       };
     }
   }
 }
 
-function planOf(desc: DescMessage): MessagePlan {
-  let plan = plans.get(desc.typeName);
-  if (plan) return plan;
-  plan = { fields: [], masks: new Map(), byName: new Map() };
-  // Registered before the fields are planned, so that a recursive message type terminates.
-  plans.set(desc.typeName, plan);
+/** Reads the field's value from a message: undefined when absent (unset explicit presence, or another oneof case). */
+function reader(field: DescField): (m: Record<string, unknown>) => unknown {
+  const name = field.localName;
+  const oneof = field.oneof?.localName;
+  if (oneof === undefined) return (m) => m[name];
+  return (m) => {
+    const o = m[oneof] as { case?: string; value?: unknown } | undefined;
+    return o?.case === name ? o.value : undefined;
+  };
+}
+
+function compile(desc: DescMessage): Compiled {
+  let c = compiled.get(desc.typeName);
+  if (c) return c;
+  const writers: FieldWriter[] = [];
+  const byName: Compiled["byName"] = new Map();
+  // Registered before the fields are compiled, so that a recursive message type terminates.
+  c = {
+    members(message, parts) { for (const w of writers) w(message, parts); },
+    byName,
+  };
+  compiled.set(desc.typeName, c);
+  const masks = new Map<string, (m: Record<string, unknown>) => unknown>();
   for (const field of desc.fields) {
     const o = renderOptions(field);
-    const fp: FieldPlan = {
-      field, key: o.key, nullable: o.nullable, inline: o.inline && field.fieldKind === "message",
-      oneof: field.oneof?.localName, render: elementRenderer(field),
-    };
-    if (o.selects) {
-      fp.selects = o.selects;
-      plan.masks.set(o.selects, fp);
-    }
-    plan.fields.push(fp);
-    plan.byName.set(field.name, fp);
+    if (o.selects) masks.set(o.selects, reader(field));
   }
-  return plan;
-}
-
-/** The field's value as stored on the message, or undefined when it is absent. */
-function valueOf(fp: FieldPlan, message: Record<string, unknown>): unknown {
-  if (fp.oneof !== undefined) {
-    const o = message[fp.oneof] as { case?: string; value?: unknown } | undefined;
-    return o?.case === fp.field.localName ? o.value : undefined;
-  }
-  const v = message[fp.field.localName];
-  // Implicit-presence scalars always have a value; explicit presence (proto3 optional, message
-  // fields) is undefined when unset.
-  return v;
-}
-
-function put(out: Obj, fp: FieldPlan, value: unknown): void {
-  if (value === undefined) {
-    if (fp.nullable) out[fp.key] = null;
-    return;
-  }
-  if (fp.inline) {
-    Object.assign(out, fp.render(value) as Obj);
-    return;
-  }
-  out[fp.key] = fp.render(value);
-}
-
-/** Only the fields named by paths, in that order (a selecting FieldMask). */
-function renderSelected(desc: DescMessage, message: Message, paths: readonly string[]): Obj {
-  const plan = planOf(desc);
-  const out: Obj = {};
-  for (const path of paths) {
-    const fp = plan.byName.get(path);
-    if (!fp) continue;
-    const value = valueOf(fp, message as unknown as Record<string, unknown>);
-    // A selected field is always present in the answer: null when absent.
-    if (value === undefined) out[fp.key] = null;
-    else put(out, fp, value);
-  }
-  return out;
-}
-
-/** The contract's JSON object of a message (as a plain object, ready for JSON.stringify). */
-export function renderObject(desc: DescMessage, message: Message): Obj {
-  const plan = planOf(desc);
-  const m = message as unknown as Record<string, unknown>;
-  const out: Obj = {};
-  for (const fp of plan.fields) {
-    if (fp.selects !== undefined) continue;
-    const value = valueOf(fp, m);
-    const mask = plan.masks.get(fp.field.name);
-    const paths = mask ? (valueOf(mask, m) as { paths: string[] } | undefined)?.paths : undefined;
-    if (paths && fp.field.fieldKind === "list" && fp.field.listKind === "message") {
-      const item = fp.field.message;
-      out[fp.key] = (value as Message[]).map((x) => renderSelected(item, x, paths));
+  for (const field of desc.fields) {
+    const o = renderOptions(field);
+    if (o.selects) continue;
+    const read = reader(field);
+    const write = elementWriter(field);
+    const key = `${JSON.stringify(o.key)}:`;
+    byName.set(field.name, { key, write, read });
+    const mask = masks.get(field.name);
+    if (mask && field.fieldKind === "list" && field.listKind === "message") {
+      const item = field.message;
+      const whole = write;
+      writers.push((m, parts) => {
+        const paths = (mask(m) as { paths: string[] } | undefined)?.paths;
+        parts.push(key + (paths ? `[${(read(m) as Message[]).map((x) => renderSelected(item, x as never, paths)).join(",")}]` : whole(read(m))));
+      });
       continue;
     }
-    put(out, fp, value);
+    if (o.inline && field.fieldKind === "message") {
+      const inner = field.message;
+      writers.push((m, parts) => {
+        const v = read(m);
+        if (v !== undefined) compile(inner).members(v as Record<string, unknown>, parts);
+      });
+      continue;
+    }
+    const absent = o.nullable ? `${key}null` : undefined;
+    writers.push((m, parts) => {
+      const v = read(m);
+      if (v !== undefined) parts.push(key + write(v));
+      else if (absent) parts.push(absent);
+    });
   }
-  return out;
+  return c;
+}
+
+/** Only the fields named by paths, in that order (a selecting FieldMask); a selected field is always present, null when absent. */
+function renderSelected(desc: DescMessage, message: Record<string, unknown>, paths: readonly string[]): string {
+  const { byName } = compile(desc);
+  const parts: string[] = [];
+  for (const path of paths) {
+    const f = byName.get(path);
+    if (!f) continue;
+    const v = f.read(message);
+    parts.push(f.key + (v === undefined ? "null" : f.write(v)));
+  }
+  return `{${parts.join(",")}}`;
 }
 
 /** The contract's JSON text of a response message. */
 export function renderJson(desc: DescMessage, message: Message): string {
-  return JSON.stringify(renderObject(desc, message));
+  const parts: string[] = [];
+  compile(desc).members(message as unknown as Record<string, unknown>, parts);
+  return `{${parts.join(",")}}`;
+}
+
+/** The contract's JSON object of a message (for embedding in a larger answer). */
+export function renderObject(desc: DescMessage, message: Message): Record<string, unknown> {
+  return JSON.parse(renderJson(desc, message)) as Record<string, unknown>;
 }

@@ -4,10 +4,10 @@
  * (common.v1.field) options of the messages and from what these encoders leave unset.
  */
 import type { DescMessage, JsonObject, MessageInitShape } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { PaginationSchema } from "@cms/contracts/common/v1/common_pb";
+import { timestampOf } from "@cms/platform";
 import type {
-  CollaboratorSchema, CollectionHitSchema, CollectionSchema, InviteSchema, ReceivedInviteSchema, SentInviteSchema, UploadTargetsSchema,
+  CollaboratorSchema, Collection, CollectionHitSchema, InviteSchema, ReceivedInviteSchema, SentInviteSchema, UploadTargetsSchema,
 } from "@cms/contracts/collections/v1/resources_pb";
 import type {
   DeleteCollectionResponseSchema, ListCollectionsResponseSchema, RestoreCollectionResponseSchema, SearchCollectionsResponseSchema,
@@ -22,11 +22,13 @@ import type { CollaboratorRow } from "../app/collaborators.js";
 type Init<T extends DescMessage> = MessageInitShape<T>;
 
 const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
-const ts = (d: Date | string) => timestampFromDate(new Date(d));
+const ts = (d: Date | string) => timestampOf(d);
 const optTs = (d: Date | string | null | undefined) => (d === null || d === undefined ? undefined : ts(d));
 
-export function collectionMessage(row: CollectionRow, appUrl: string, perms?: ViewerPermissions): Init<typeof CollectionSchema> {
+/** A complete Collection message (lists carry hundreds: no create() copy). */
+export function collectionMessage(row: CollectionRow, appUrl: string, perms?: ViewerPermissions): Collection {
   return {
+    $typeName: "collections.v1.Collection",
     id: BigInt(row.id),
     name: row.name,
     description: opt(row.description),
@@ -46,14 +48,16 @@ export function collectionMessage(row: CollectionRow, appUrl: string, perms?: Vi
     position: row.position,
     isArchived: row.is_archived,
     isDeleted: row.is_deleted,
-    deletedAt: optTs(row.deleted_at),
+    deletedAt: row.deleted_at ? timestampOf(row.deleted_at) : undefined,
     isSubcollection: row.parent_id !== null,
     parentCollectionId: row.parent_id === null ? undefined : BigInt(row.parent_id),
     shareId: row.share_id,
     userId: row.user_id,
-    createdAt: ts(row.created_at),
-    updatedAt: ts(row.updated_at),
-    viewerPermissions: perms ? { isOwner: perms.is_owner, canRead: perms.can_read, canUpload: perms.can_upload, canEdit: perms.can_edit, canDelete: perms.can_delete } : undefined,
+    createdAt: timestampOf(row.created_at),
+    updatedAt: timestampOf(row.updated_at),
+    viewerPermissions: perms ? {
+      $typeName: "collections.v1.ViewerPermissions", isOwner: perms.is_owner, canRead: perms.can_read, canUpload: perms.can_upload, canEdit: perms.can_edit, canDelete: perms.can_delete,
+    } : undefined,
   };
 }
 

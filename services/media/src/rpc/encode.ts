@@ -4,7 +4,7 @@
  * The gateway renders these messages as the contract's JSON.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { PaginationSchema, StoredObjectSchema } from "@cms/contracts/common/v1/common_pb";
 import type {
   BeginDownloadResponseSchema, BeginUploadResponseSchema, CheckDropGrantResponseSchema, CreateDropLinkResponseSchema,
@@ -12,7 +12,8 @@ import type {
   GetDownloadUrlResponseSchema, GetMediaUploadUrlResponseSchema, GetTextNoteResponseSchema, ListMediaResponseSchema,
   ObjectUploadedResponseSchema, SearchMediaResponseSchema, UploadChunkResponseSchema, UploadTargetsSchema,
 } from "@cms/contracts/media/v1/media_pb";
-import type { MediaSchema } from "@cms/contracts/media/v1/resources_pb";
+import type { Media } from "@cms/contracts/media/v1/resources_pb";
+import { timestampOf } from "@cms/platform";
 import type { UploadTargets } from "@cms/platform/upload-urls";
 import type { MediaRow, Page } from "../domain/media-json.js";
 import type { DeleteOutcome, Described, ListPage, SearchPage } from "../app/catalogue.js";
@@ -24,10 +25,12 @@ import type { DropLink, DropTarget } from "../app/drop-links.js";
 
 const big = (n: number | string | null | undefined) => (n === null || n === undefined ? undefined : BigInt(n));
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
-const ts = (d: Date | string): Timestamp => timestampFromDate(new Date(d));
+const ts = (d: Date | string): Timestamp => timestampOf(d);
 
-export function mediaMessage(row: MediaRow): MessageInitShape<typeof MediaSchema> {
+/** A complete Media message (lists carry hundreds: no create() copy). */
+export function mediaMessage(row: MediaRow): Media {
   return {
+    $typeName: "media.v1.Media",
     id: BigInt(row.id),
     collectionId: BigInt(row.collection_id),
     name: opt(row.name),
@@ -40,14 +43,14 @@ export function mediaMessage(row: MediaRow): MessageInitShape<typeof MediaSchema
     sha256: opt(row.sha256),
     thumbnailUrl: opt(row.thumbnail_url),
     backgroundImageUrl: opt(row.background_image_url),
-    note: row.text_note !== null ? { textNote: row.text_note, displayMode: opt(row.display_mode), placeholderKind: opt(row.placeholder_kind) } : undefined,
+    note: row.text_note !== null ? { $typeName: "media.v1.TextNote", textNote: row.text_note, displayMode: opt(row.display_mode), placeholderKind: opt(row.placeholder_kind) } : undefined,
     linkedCollectionId: big(row.linked_collection_id),
     position: row.position,
     isArchived: row.is_archived,
     isDeleted: row.is_deleted,
     createdBy: row.created_by,
-    createdAt: ts(row.created_at),
-    updatedAt: ts(row.updated_at),
+    createdAt: timestampOf(row.created_at),
+    updatedAt: timestampOf(row.updated_at),
   };
 }
 
