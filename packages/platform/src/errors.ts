@@ -39,36 +39,42 @@ export type ErrorCode =
   | "webhook_url_service_host"
   | "conflict";
 
-/** HTTP status of each code (the contract's Errors table, completed by conventions.md). */
-export const STATUS_OF: Record<ErrorCode, number> = {
-  unauthorized: 401,
-  insufficient_scope: 403,
-  forbidden: 403,
-  insufficient_permission: 403,
-  not_found: 404,
-  invalid_request: 400,
-  confirmation_required: 400,
-  duplicate_collection_name: 409,
-  cycle_detected: 409,
-  publish_handle_locked: 409,
-  slug_taken: 409,
-  collection_not_empty: 409,
-  idempotency_key_reused: 409,
-  restore_window_expired: 410,
-  rate_limited: 429,
-  payload_too_large: 413,
-  server_error: 500,
-  not_implemented: 501,
-  unavailable: 503,
-  alias_limit_reached: 409,
-  name_reserved: 400,
-  secret_material_detected: 400,
-  webhook_url_not_https: 400,
-  webhook_url_has_credentials: 400,
-  webhook_url_blocked_host: 400,
-  webhook_url_service_host: 400,
-  conflict: 409,
+/**
+ * Each code's HTTP status (the contract's Errors table, completed by conventions.md) and the
+ * gRPC status internal callers see, in one table.
+ */
+export const ERROR_CODES: Record<ErrorCode, { http: number; grpc: Code }> = {
+  unauthorized: { http: 401, grpc: Code.Unauthenticated },
+  insufficient_scope: { http: 403, grpc: Code.PermissionDenied },
+  forbidden: { http: 403, grpc: Code.PermissionDenied },
+  insufficient_permission: { http: 403, grpc: Code.PermissionDenied },
+  not_found: { http: 404, grpc: Code.NotFound },
+  invalid_request: { http: 400, grpc: Code.InvalidArgument },
+  confirmation_required: { http: 400, grpc: Code.InvalidArgument },
+  duplicate_collection_name: { http: 409, grpc: Code.AlreadyExists },
+  cycle_detected: { http: 409, grpc: Code.FailedPrecondition },
+  publish_handle_locked: { http: 409, grpc: Code.FailedPrecondition },
+  slug_taken: { http: 409, grpc: Code.AlreadyExists },
+  collection_not_empty: { http: 409, grpc: Code.FailedPrecondition },
+  idempotency_key_reused: { http: 409, grpc: Code.AlreadyExists },
+  restore_window_expired: { http: 410, grpc: Code.FailedPrecondition },
+  rate_limited: { http: 429, grpc: Code.ResourceExhausted },
+  payload_too_large: { http: 413, grpc: Code.ResourceExhausted },
+  server_error: { http: 500, grpc: Code.Internal },
+  not_implemented: { http: 501, grpc: Code.Unimplemented },
+  unavailable: { http: 503, grpc: Code.Unavailable },
+  alias_limit_reached: { http: 409, grpc: Code.ResourceExhausted },
+  name_reserved: { http: 400, grpc: Code.InvalidArgument },
+  secret_material_detected: { http: 400, grpc: Code.InvalidArgument },
+  webhook_url_not_https: { http: 400, grpc: Code.InvalidArgument },
+  webhook_url_has_credentials: { http: 400, grpc: Code.InvalidArgument },
+  webhook_url_blocked_host: { http: 400, grpc: Code.InvalidArgument },
+  webhook_url_service_host: { http: 400, grpc: Code.InvalidArgument },
+  conflict: { http: 409, grpc: Code.Aborted },
 };
+
+/** HTTP status of each code. */
+export const STATUS_OF = Object.fromEntries(Object.entries(ERROR_CODES).map(([code, s]) => [code, s.http])) as Record<ErrorCode, number>;
 
 export type ErrorExtra = Record<string, unknown>;
 
@@ -102,24 +108,11 @@ export const errors = {
     new AppError("not_implemented", `The operation ${op} is declared in the contract but not implemented by this server yet.`),
 };
 
-const CONNECT_CODE_OF_STATUS: Record<number, Code> = {
-  400: Code.InvalidArgument,
-  401: Code.Unauthenticated,
-  403: Code.PermissionDenied,
-  404: Code.NotFound,
-  409: Code.AlreadyExists,
-  410: Code.FailedPrecondition,
-  413: Code.ResourceExhausted,
-  429: Code.ResourceExhausted,
-  501: Code.Unimplemented,
-  503: Code.Unavailable,
-};
-
 /** AppError (or anything thrown) to a ConnectError that carries the contract detail. */
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
   const app = err instanceof AppError ? err : new AppError("server_error", "Internal error; safe to retry with exponential backoff.");
-  const ce = new ConnectError(app.detail, CONNECT_CODE_OF_STATUS[app.status] ?? Code.Internal, undefined, [
+  const ce = new ConnectError(app.detail, ERROR_CODES[app.code]?.grpc ?? Code.Internal, undefined, [
     {
       desc: ErrorDetailSchema,
       value: create(ErrorDetailSchema, {

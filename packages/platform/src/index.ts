@@ -16,6 +16,7 @@ export * from "./rpc.js";
 export * from "./module.js";
 export * from "./json-values.js";
 export * from "./messages.js";
+export * from "./tags.js";
 export * from "./launcher.js";
 export * from "./events.js";
 export * from "./outbound.js";

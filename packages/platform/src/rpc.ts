@@ -2,7 +2,8 @@
  * Connect plumbing shared by every service: server interceptors (tracing, request validation
  * with protovalidate, error mapping) and the rule that tells which service owns a proto service.
  */
-import type { DescService } from "@bufbuild/protobuf";
+import { ScalarType, getOption, hasOption, type DescMessage } from "@bufbuild/protobuf";
+import { field as fieldOption } from "@cms/contracts/common/v1/options_pb";
 import { pathToString } from "@bufbuild/protobuf/reflect";
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { createValidator } from "@bufbuild/protovalidate";
@@ -22,6 +23,50 @@ const validator = createValidator();
  */
 export function useNativeUtf8Check(): void {
   configureTextEncoding({ ...getTextEncoding(), checkUtf8: (text: string) => (text as string & { isWellFormed(): boolean }).isWellFormed() });
+}
+
+/** The defaults a request message declares ((common.v1.field).default_json), read once per message type. */
+const defaultsOf = new WeakMap<DescMessage, Array<[string, unknown]>>();
+function declaredDefaults(message: DescMessage): Array<[string, unknown]> {
+  let list = defaultsOf.get(message);
+  if (list) return list;
+  list = [];
+  for (const field of message.fields) {
+    // Lists have no "omitted" distinct from empty: their defaults stay documentation.
+    if (field.fieldKind !== "scalar" && field.fieldKind !== "enum") continue;
+    if (field.presence !== 1 /* EXPLICIT */ || !hasOption(field, fieldOption)) continue;
+    const json = getOption(field, fieldOption).defaultJson;
+    if (!json) continue;
+    let value: unknown = JSON.parse(json);
+    if (field.fieldKind === "scalar" && [ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64].includes(field.scalar)) value = BigInt(value as number);
+    list.push([field.localName, value]);
+  }
+  defaultsOf.set(message, list);
+  return list;
+}
+
+/**
+ * Fills in the defaults the request message declares for fields the caller omitted, once, as
+ * the request arrives: handlers never repeat a default, and direct callers get the same ones as
+ * the JSON endpoint.
+ */
+export const applyDefaults: Interceptor = (next) => async (req) => {
+  if (!req.stream) {
+    const message = req.message as unknown as Record<string, unknown>;
+    for (const [name, value] of declaredDefaults(req.method.input)) if (message[name] === undefined) message[name] = value;
+  }
+  return next(req);
+};
+
+/**
+ * The request with `keys` known to be set: fields that declare a default, filled in by
+ * applyDefaults. A missing one is a bug (no default declared), not bad input.
+ */
+export function defaulted<T extends object, K extends keyof T>(req: T, ...keys: K[]): T & { [P in K]-?: Exclude<T[P], undefined> } {
+  for (const k of keys) {
+    if (req[k] === undefined) throw new Error(`${String(k)} has no default: declare (common.v1.field).default_json on the request field`);
+  }
+  return req as T & { [P in K]-?: Exclude<T[P], undefined> };
 }
 
 /** Rejects a request that breaks its message's buf.validate rules (internal callers included). */
@@ -54,7 +99,7 @@ export function mapErrors(log: Logger): Interceptor {
 
 /** Server side of every service port and of the in-process router: trace, map errors, authenticate, validate. */
 export function serverInterceptors(log: Logger, authenticate: Interceptor): Interceptor[] {
-  return [serverTracing, mapErrors(log), authenticate, validateRequests];
+  return [serverTracing, mapErrors(log), authenticate, validateRequests, applyDefaults];
 }
 
 /** Client side of every call to a service: trace, then sign the caller assertion. */

@@ -2,7 +2,7 @@
 import test from "ava";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { MetaService } from "@cms/contracts/gateway/v1/meta_pb";
-import { AppError, STATUS_OF, errors, fromConnectError, toConnectError, type ErrorCode } from "../src/errors.ts";
+import { AppError, ERROR_CODES, STATUS_OF, errors, fromConnectError, toConnectError, type ErrorCode } from "../src/errors.ts";
 
 test("each code carries its HTTP status", (t) => {
   const expected: Partial<Record<ErrorCode, number>> = {
@@ -77,6 +77,13 @@ test("the ConnectError code follows the HTTP status", (t) => {
   t.is(toConnectError(new AppError("rate_limited", "x")).code, Code.ResourceExhausted);
   t.is(toConnectError(new AppError("not_implemented", "x")).code, Code.Unimplemented);
   t.is(toConnectError(new AppError("server_error", "x")).code, Code.Internal);
+  // Internal callers see the gRPC status that says what happened, from one table.
+  t.is(toConnectError(new AppError("cycle_detected", "x")).code, Code.FailedPrecondition);
+  t.is(toConnectError(new AppError("publish_handle_locked", "x")).code, Code.FailedPrecondition);
+  t.is(toConnectError(new AppError("duplicate_collection_name", "x")).code, Code.AlreadyExists);
+  t.is(toConnectError(new AppError("insufficient_permission", "x")).code, Code.PermissionDenied);
+  t.is(toConnectError(new AppError("conflict", "x")).code, Code.Aborted);
+  for (const [code, s] of Object.entries(ERROR_CODES)) t.is(STATUS_OF[code as keyof typeof STATUS_OF], s.http);
 });
 
 test("the round trip survives a real Connect transport (serialized details)", async (t) => {

@@ -50,7 +50,11 @@ test("CreateCollectionRequest: lengths, enum from `in`, uuid format, int ranges,
   const p = propsOf(requestSchema(CreateCollectionRequestSchema));
   t.deepEqual(p.name, { type: "string", minLength: 1, maxLength: 500 });
   t.deepEqual(p.description, { type: "string", maxLength: 4000 });
-  t.deepEqual(p.share_access_level, { type: "string", enum: ["private", "public", "registered", "restricted"], default: "private" });
+  // Its default is described, not declared: an omitted level is "never configured" (publish rule 2),
+  // which a default filled in on arrival would erase.
+  t.is(p.share_access_level!.default, undefined);
+  t.deepEqual(p.share_access_level!.enum, ["private", "public", "registered", "restricted"]);
+  t.regex(String(p.share_access_level!.description), /Default private/);
   t.deepEqual(p.alias_id, { type: "string", format: "uuid" });
   t.deepEqual(p.is_nsfw, { type: "boolean", default: false });
   // int64 (JS number) with gte 1: the safe-integer range with the rule's minimum.

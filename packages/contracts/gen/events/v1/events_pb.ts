@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file events/v1/events.proto.
  */
 export const file_events_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEidwoRQ29sbGVjdGlvblVwZGF0ZWQSFQoNY29sbGVjdGlvbl9pZBgBIAEoAxIVCg1vd25lcl91c2VyX2lkGAIgASgJEgwKBGtpbmQYAyABKAkSEwoLb2NjdXJyZWRfYXQYBCABKAkSEQoJcHVibGlzaGVkGAUgASgIIiIKDFRva2VuUmV2b2tlZBISCgp0b2tlbl9oYXNoGAEgASgJIiUKD09iamVjdHNPcnBoYW5lZBISCgpzdG9yZV9rZXlzGAEgAygJYgZwcm90bzM");
+  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiigEKEUNvbGxlY3Rpb25VcGRhdGVkEhUKDWNvbGxlY3Rpb25faWQYASABKAMSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRIMCgRraW5kGAMgASgJEhMKC29jY3VycmVkX2F0GAQgASgJEhYKCXB1Ymxpc2hlZBgFIAEoCEgAiAEBQgwKCl9wdWJsaXNoZWQiTgoTQ29sbGVjdGlvbkxpZmVjeWNsZRIWCg5jb2xsZWN0aW9uX2lkcxgBIAMoAxIOCgZhY3Rpb24YAiABKAkSDwoHdmVyc2lvbhgDIAEoAyIiCgxUb2tlblJldm9rZWQSEgoKdG9rZW5faGFzaBgBIAEoCSIlCg9PYmplY3RzT3JwaGFuZWQSEgoKc3RvcmVfa2V5cxgBIAMoCWIGcHJvdG8z");
 
 /**
  * collection.updated: any change to a collection or to its media.
@@ -41,9 +41,11 @@ export type CollectionUpdated = Message<"events.v1.CollectionUpdated"> & {
   occurredAt: string;
 
   /**
-   * @generated from field: bool published = 5;
+   * The collection's published state after the change; unset in the media service's events.
+   *
+   * @generated from field: optional bool published = 5;
    */
-  published: boolean;
+  published?: boolean | undefined;
 };
 
 /**
@@ -52,6 +54,41 @@ export type CollectionUpdated = Message<"events.v1.CollectionUpdated"> & {
  */
 export const CollectionUpdatedSchema: GenMessage<CollectionUpdated> = /*@__PURE__*/
   messageDesc(file_events_v1_events, 0);
+
+/**
+ * collection.lifecycle: collections were soft-deleted, restored or purged; the media service
+ * soft-deletes, restores or removes their media (and their link rows in other collections).
+ *
+ * @generated from message events.v1.CollectionLifecycle
+ */
+export type CollectionLifecycle = Message<"events.v1.CollectionLifecycle"> & {
+  /**
+   * @generated from field: repeated int64 collection_ids = 1;
+   */
+  collectionIds: bigint[];
+
+  /**
+   * soft_deleted, restored or purged.
+   *
+   * @generated from field: string action = 2;
+   */
+  action: string;
+
+  /**
+   * Increases with every lifecycle change of the collections service; a consumer ignores an
+   * event older than the last one it applied to a collection.
+   *
+   * @generated from field: int64 version = 3;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message events.v1.CollectionLifecycle.
+ * Use `create(CollectionLifecycleSchema)` to create a new message.
+ */
+export const CollectionLifecycleSchema: GenMessage<CollectionLifecycle> = /*@__PURE__*/
+  messageDesc(file_events_v1_events, 1);
 
 /**
  * auth.token.revoked: a token stopped being valid; gateways drop it from their caches.
@@ -72,7 +109,7 @@ export type TokenRevoked = Message<"events.v1.TokenRevoked"> & {
  * Use `create(TokenRevokedSchema)` to create a new message.
  */
 export const TokenRevokedSchema: GenMessage<TokenRevoked> = /*@__PURE__*/
-  messageDesc(file_events_v1_events, 1);
+  messageDesc(file_events_v1_events, 2);
 
 /**
  * media.objects.orphaned: stored objects whose rows are gone and must be removed from the store.
@@ -91,5 +128,5 @@ export type ObjectsOrphaned = Message<"events.v1.ObjectsOrphaned"> & {
  * Use `create(ObjectsOrphanedSchema)` to create a new message.
  */
 export const ObjectsOrphanedSchema: GenMessage<ObjectsOrphaned> = /*@__PURE__*/
-  messageDesc(file_events_v1_events, 2);
+  messageDesc(file_events_v1_events, 3);
 
