@@ -27,6 +27,7 @@ import { Health } from "@cms/contracts/grpc/health/v1/health_pb";
 import { createHealth, followReadiness } from "./health.js";
 import { reflectionRoutes } from "./reflection.js";
 import { createDirectTransport } from "./direct-transport.js";
+import { createUnitOfWork } from "./unit-of-work.js";
 import type { Clients, ServiceBus, ServiceContext, ServiceInstance, ServiceModule } from "./module.js";
 
 /** The gateway is a module too, but it serves HTTP to the outside instead of Connect routes. */
@@ -195,7 +196,8 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
         onBroadcast: (type, handler) => transport.onBroadcast(type, handler),
         drain: async () => relay?.drain(),
       };
-      return { config, log: mlog, db, bus, store, clients };
+      const relayOf = { notify: () => relay?.notify() };
+      return { config, log: mlog, db, bus, store, clients, unitOfWork: (storesOf) => createUnitOfWork(db, storesOf, relayOf) };
     }
 
     const instances: Array<{ name: string; inst: ServiceInstance }> = [];

@@ -10,6 +10,7 @@ import type { Config, ServiceName } from "./config.js";
 import type { Logger } from "./logger.js";
 import type { ObjectStore } from "./object-store.js";
 import type { EventHandler } from "./bus.js";
+import type { Queryable, UnitOfWork } from "./unit-of-work.js";
 
 /** The bus as a service sees it. */
 export interface ServiceBus {
@@ -36,6 +37,8 @@ export interface ServiceContext {
   bus: ServiceBus;
   store: ObjectStore;
   clients: Clients;
+  /** A unit of work over this service's database: stores bound to one transaction, events to its outbox. */
+  unitOfWork<S>(storesOf: (q: Queryable) => S): UnitOfWork<S>;
 }
 
 /** A job runnable once from the admin CLI (`jobs run <name>`) and on the module's own schedule. */
