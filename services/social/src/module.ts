@@ -1,10 +1,12 @@
-/** The social service module: publish aliases, follows and profiles. */
+/** The social service module: publish aliases, follows, profiles, bookmarks, the tag vocabulary and bug reports. */
 import type { ServiceModule } from "@cms/platform";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { migrations } from "./store/migrations.js";
 import { createSocialStore } from "./store/social-store.js";
 import { createUserDirectory } from "./store/user-directory.js";
-import { createSocial } from "./social.js";
+import { createSocial } from "./app/social.js";
+import { createBookmarks } from "./app/bookmarks.js";
+import { createBugReports } from "./app/bug-reports.js";
 import { socialRoutes } from "./rpc/social-rpc.js";
 
 export const socialModule: ServiceModule = {
@@ -14,7 +16,7 @@ export const socialModule: ServiceModule = {
   async init(ctx) {
     const store = createSocialStore(ctx.db);
     const social = createSocial(store, createUserDirectory(() => ctx.clients.get(AuthService)));
-    return { routes: socialRoutes(social) };
+    return { routes: socialRoutes({ social, bookmarks: createBookmarks(store), bugs: createBugReports(store), vocabulary: store }) };
   },
 };
 

@@ -4,12 +4,16 @@
  * has created_at only for aliases (the primary username has no such key), a FollowedAlias has a
  * handle that is null when the followed alias or user no longer exists.
  */
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { fromJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { ValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampOf } from "@cms/platform";
 import type { PaginationSchema } from "@cms/contracts/common/v1/common_pb";
-import type { AliasSchema, FollowedAliasSchema, HandleSchema, ProfileSchema } from "@cms/contracts/social/v1/resources_pb";
+import type {
+  AliasSchema, BookmarkSchema, BugReportSchema, FollowedAliasSchema, HandleSchema, ProfileSchema, TagVocabularyEntrySchema,
+} from "@cms/contracts/social/v1/resources_pb";
+import type { BookmarkRow, BugReportRow, VocabularyRow } from "../store/social-store.js";
 import type { Page } from "../domain/aliases.js";
-import type { AliasView, FollowedView, HandleView, ProfileView } from "../social.js";
+import type { AliasView, FollowedView, HandleView, ProfileView } from "../app/social.js";
 
 const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
 
@@ -54,4 +58,21 @@ export function profileMessage(p: ProfileView): MessageInitShape<typeof ProfileS
 /** aliases.following.list pages only when the request named limit or offset. */
 export function followingPagination(page: Page, total: number): MessageInitShape<typeof PaginationSchema> | undefined {
   return page.explicit ? { limit: page.limit, offset: page.offset, total: BigInt(total) } : undefined;
+}
+
+export function bookmarkMessage(b: BookmarkRow): MessageInitShape<typeof BookmarkSchema> {
+  return { id: b.id, title: b.title, collectionIds: b.collection_ids, source: b.source, createdAt: timestampOf(b.created_at) };
+}
+
+export function vocabularyMessage(v: VocabularyRow): MessageInitShape<typeof TagVocabularyEntrySchema> {
+  return { slug: v.slug, label: v.label, category: v.category, sortOrder: v.sort_order };
+}
+
+export function bugReportMessage(r: BugReportRow): MessageInitShape<typeof BugReportSchema> {
+  return {
+    reportId: r.id, category: r.category, relatedOp: r.related_op, title: r.title, expected: opt(r.expected), actual: opt(r.actual),
+    errorCode: opt(r.error_code), severity: opt(r.severity), repro: r.repro === null || r.repro === undefined ? undefined : fromJson(ValueSchema, r.repro as JsonValue),
+    notes: opt(r.notes), status: r.status, duplicateOf: opt(r.duplicate_of), reportCount: r.report_count, reporterUserId: r.reporter_user_id,
+    createdAt: timestampOf(r.created_at), lastReportedAt: timestampOf(r.last_reported_at),
+  };
 }

@@ -1,16 +1,28 @@
 /**
- * Thin Connect handlers of SocialService: decode, call the use case, encode its views into the
- * typed response messages (./encode.ts).
- * Operations without a handler here (bookmarks, tag vocabulary, UI state, player, bugs) answer
- * Connect "unimplemented", which the gateway reports as 501 not_implemented.
+ * Thin Connect handlers of SocialService: decode once, call the use case, encode its result into
+ * the typed response messages (./encode.ts).
+ * Operations without a handler here (UI state, player) answer Connect "unimplemented", which the
+ * gateway reports as 501 not_implemented.
  */
 import type { ConnectRouter } from "@connectrpc/connect";
 import { SocialService } from "@cms/contracts/social/v1/social_pb";
-import { jsonOf, requireCaller } from "@cms/platform";
-import type { PublishMode, Social } from "../social.js";
-import { aliasMessage, followedAliasMessage, followingPagination, handleMessage, profileMessage } from "./encode.js";
+import { defaulted, jsonOf, requireCaller } from "@cms/platform";
+import type { PublishMode, Social } from "../app/social.js";
+import type { Bookmarks } from "../app/bookmarks.js";
+import type { BugReports } from "../app/bug-reports.js";
+import type { SocialStore } from "../store/social-store.js";
+import {
+  aliasMessage, bookmarkMessage, bugReportMessage, followedAliasMessage, followingPagination, handleMessage, profileMessage, vocabularyMessage,
+} from "./encode.js";
 
-export function socialRoutes(social: Social) {
+export interface SocialApp {
+  social: Social;
+  bookmarks: Bookmarks;
+  bugs: BugReports;
+  vocabulary: Pick<SocialStore, "activeVocabulary">;
+}
+
+export function socialRoutes({ social, bookmarks, bugs, vocabulary }: SocialApp) {
   return (router: ConnectRouter) =>
     router.service(SocialService, {
       async createAlias(req, ctx) {
@@ -47,6 +59,36 @@ export function socialRoutes(social: Social) {
           default_alias_id: jsonOf(req.defaultAliasId),
         });
         return { profile: profileMessage(profile) };
+      },
+
+      async createBookmark(req, ctx) {
+        const caller = requireCaller(ctx);
+        const { source } = defaulted(req, "source");
+        return { bookmark: bookmarkMessage(await bookmarks.create(caller.userId, { title: req.title, collectionIds: req.collectionIds, source })) };
+      },
+      async deleteBookmark(req, ctx) {
+        await bookmarks.delete(requireCaller(ctx).userId, req.bookmarkId);
+        return { deleted: true, bookmarkId: req.bookmarkId };
+      },
+      async listBookmarks(req, ctx) {
+        const { limit, offset } = defaulted(req, "limit", "offset");
+        const { rows, total, page } = await bookmarks.list(requireCaller(ctx).userId, { limit, offset });
+        return { bookmarks: rows.map(bookmarkMessage), pagination: { limit: page.limit, offset: page.offset, total: BigInt(total) } };
+      },
+      async getTagVocabulary() {
+        return { tags: (await vocabulary.activeVocabulary()).map(vocabularyMessage) };
+      },
+      async reportBug(req, ctx) {
+        const { row, duplicate } = await bugs.report(requireCaller(ctx), {
+          category: req.category, relatedOp: req.relatedOp, title: req.title, expected: req.expected, actual: req.actual, errorCode: req.errorCode,
+          severity: req.severity, repro: jsonOf(req.repro), notes: req.notes,
+        });
+        return { reportId: row.id, status: duplicate ? "duplicate" : "received", duplicateOf: duplicate ? row.id : undefined, reportCount: row.report_count };
+      },
+      async listBugs(req, ctx) {
+        const { status, limit } = defaulted(req, "status", "limit");
+        const rows = await bugs.list(requireCaller(ctx), status, limit);
+        return { reports: rows.map(bugReportMessage), count: rows.length };
       },
 
       // Internal RPCs (no public op).

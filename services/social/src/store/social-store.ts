@@ -32,6 +32,44 @@ export interface ProfilePatch {
   default_alias_id?: string | null;
 }
 
+export interface BookmarkRow {
+  id: string;
+  user_id: string;
+  title: string;
+  collection_ids: string;
+  source: string;
+  created_at: Date;
+}
+
+export interface VocabularyRow {
+  slug: string;
+  label: string;
+  category: string;
+  sort_order: number;
+}
+
+export interface BugReportRow {
+  id: string;
+  reporter_user_id: string;
+  category: string;
+  related_op: string;
+  title: string;
+  expected: string | null;
+  actual: string | null;
+  error_code: string | null;
+  severity: string | null;
+  repro: unknown;
+  notes: string | null;
+  status: string;
+  duplicate_of: string | null;
+  report_count: number;
+  created_at: Date;
+  last_reported_at: Date;
+}
+
+export type NewBugReport = Omit<BugReportRow, "id" | "status" | "duplicate_of" | "report_count" | "created_at" | "last_reported_at" | "repro">
+  & { repro: string | null; duplicate_key: string };
+
 export interface SocialStore {
   aliasesOf(userId: string): Promise<AliasRow[]>;
   aliasById(id: string): Promise<AliasRow | undefined>;
@@ -57,6 +95,22 @@ export interface SocialStore {
 
   profile(userId: string): Promise<ProfileRow | undefined>;
   updateProfile(userId: string, patch: ProfilePatch): Promise<ProfileRow>;
+
+  insertBookmark(b: Omit<BookmarkRow, "id" | "created_at">): Promise<BookmarkRow>;
+  /** Deletes the user's bookmark; false when the user has none with that id. */
+  deleteBookmark(userId: string, id: string): Promise<boolean>;
+  /** The user's bookmarks, newest first. */
+  bookmarksPage(userId: string, limit: number, offset: number): Promise<{ rows: BookmarkRow[]; total: number }>;
+
+  /** Active entries by sort_order. */
+  activeVocabulary(): Promise<VocabularyRow[]>;
+
+  /**
+   * Records a report, or counts it on the open report with the same duplicate key; tells which,
+   * in one statement (two agents reporting the same bug at once make one report with count 2).
+   */
+  recordBugReport(r: NewBugReport): Promise<{ row: BugReportRow; duplicate: boolean }>;
+  bugReports(statuses: string[], limit: number): Promise<BugReportRow[]>;
 }
 
 export function createSocialStore(db: Knex): SocialStore {
@@ -118,6 +172,43 @@ export function createSocialStore(db: Knex): SocialStore {
     async profile(userId) {
       return db<ProfileRow>("profiles").where({ user_id: userId }).first();
     },
+    async insertBookmark(b) {
+      const [row] = await db<BookmarkRow>("bookmarks").insert(b).returning("*");
+      return row as BookmarkRow;
+    },
+    async deleteBookmark(userId, id) {
+      return (await db("bookmarks").where({ user_id: userId, id }).delete()) > 0;
+    },
+    async bookmarksPage(userId, limit, offset) {
+      const [rows, [{ n }]] = await Promise.all([
+        db<BookmarkRow>("bookmarks").where({ user_id: userId }).orderBy([{ column: "created_at", order: "desc" }, { column: "id" }]).limit(limit).offset(offset),
+        db("bookmarks").where({ user_id: userId }).count<{ n: number }[]>({ n: "*" }),
+      ]);
+      return { rows, total: Number(n) };
+    },
+
+    async activeVocabulary() {
+      return db("tag_vocabulary").where({ active: true }).orderBy([{ column: "sort_order" }, { column: "slug" }])
+        .select("slug", "label", "category", "sort_order") as Promise<VocabularyRow[]>;
+    },
+
+    async recordBugReport(r) {
+      const { rows } = await db.raw(
+        `INSERT INTO bug_reports (reporter_user_id, category, related_op, title, expected, actual, error_code, severity, repro, notes, duplicate_key)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?)
+         ON CONFLICT (duplicate_key) WHERE status IN ('new', 'triaged')
+         DO UPDATE SET report_count = bug_reports.report_count + 1, last_reported_at = now()
+         RETURNING *, (xmax <> 0) AS duplicate`,
+        [r.reporter_user_id, r.category, r.related_op, r.title, r.expected, r.actual, r.error_code, r.severity, r.repro, r.notes, r.duplicate_key],
+      );
+      const { duplicate, duplicate_key: _k, ...row } = rows[0];
+      return { row: row as BugReportRow, duplicate: Boolean(duplicate) };
+    },
+    async bugReports(statuses, limit) {
+      return db<BugReportRow>("bug_reports").whereIn("status", statuses)
+        .orderBy([{ column: "report_count", order: "desc" }, { column: "last_reported_at", order: "desc" }, { column: "id" }]).limit(limit);
+    },
+
     async updateProfile(userId, patch) {
       const set = { ...patch, updated_at: db.fn.now() };
       const [row] = await db("profiles")

@@ -6,10 +6,10 @@ import { AppError, isUniqueViolation } from "@cms/platform";
 import {
   assertBelowAliasCap, assertNotOwnHandle, assertNotReserved, followingPage, handleTaken, isUuid, validateHandle,
   type PageRequest,
-} from "./domain/aliases.js";
-import { normaliseProfileTags, normaliseProfileText, parseDefaultAliasId } from "./domain/profile.js";
-import type { AliasRow, FollowRow, ProfilePatch, SocialStore } from "./store/social-store.js";
-import type { UserDirectory } from "./store/user-directory.js";
+} from "../domain/aliases.js";
+import { normaliseProfileTags, normaliseProfileText, parseDefaultAliasId } from "../domain/profile.js";
+import type { AliasRow, FollowRow, ProfilePatch, SocialStore } from "../store/social-store.js";
+import type { UserDirectory } from "../store/user-directory.js";
 
 /** An alias as aliases.create returns it. */
 export interface AliasView { id: string; handle: string; created_at: Date; is_primary: false }
