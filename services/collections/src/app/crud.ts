@@ -323,7 +323,7 @@ export async function coverStoreKeys(deps: Deps, keys: string[]): Promise<{ stor
 export async function checkAccess(deps: Deps, userId: string, id: number, action: string) {
   const row = await findCollection(deps.db, id);
   if (!row) return { exists: false, allowed: false, isOwner: false, ownerUserId: "", isArchived: false, isDeleted: false, deniedPermission: "" };
-  const base = { exists: true, ownerUserId: row.user_id, isArchived: row.is_archived, isDeleted: row.is_deleted };
+  const base = { exists: true, ownerUserId: row.user_id, isArchived: row.is_archived, isDeleted: row.is_deleted, isPublished: row.is_published };
   if (row.is_deleted) return { ...base, allowed: false, isOwner: row.user_id === userId, deniedPermission: "" };
   if (userId && row.user_id === userId) return { ...base, allowed: true, isOwner: true, deniedPermission: "" };
   const m = userId ? await membership(deps.db, id, userId) : undefined;
