@@ -232,6 +232,8 @@ test("describe's proxy URLs serve the stored bytes with the apikey and a bearer 
   const headers = { apikey: API_KEY, authorization: `Bearer ${owner.token}` };
   const main = await fetch(main_url, { headers });
   t.is(main.status, 200);
+  // The proxy goes through the op endpoint's admission chain, rate-limit headers included.
+  t.truthy(main.headers.get("x-ratelimit-limit"));
   t.is(main.headers.get("content-type"), "image/png");
   t.regex(main.headers.get("content-disposition") ?? "", /^inline/);
   t.deepEqual(Buffer.from(await main.arrayBuffer()), png);

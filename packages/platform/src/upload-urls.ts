@@ -3,7 +3,7 @@
  * "upload" grant bound to one store key, content type and (when known) length, served on the
  * API origin as byte_upload_url, plus a presigned S3 PUT as upload_url (or, on the filesystem
  * store, the equivalent signed URL on the API origin). The gateway's PUT handler
- * (services/gateway/src/storage-routes.ts) verifies the same grant.
+ * (services/gateway/src/http/upload-routes.ts) verifies the same grant.
  */
 import type { Config } from "./config.js";
 import type { ObjectStore } from "./object-store.js";

@@ -1,7 +1,7 @@
 /** TtlCache (expiry with an explicit clock, size bound) and the Authorization header parser. */
 import test from "ava";
-import { AppError } from "@cms/platform";
-import { TtlCache, bearerOf, sha256Hex } from "../src/access.ts";
+import { AppError, TtlCache, sha256Hex } from "@cms/platform";
+import { bearerOf } from "../src/http/admission.ts";
 
 test("TtlCache returns a value until its expiry", (t) => {
   const c = new TtlCache<string>(1000);

@@ -1,6 +1,6 @@
 /** Range, conditional-request and Content-Disposition rules of streamed objects. */
 import test from "ava";
-import { contentDisposition, etagMatches, ifRangeHolds, parseRange } from "../src/http-range.ts";
+import { contentDisposition, etagMatches, ifRangeHolds, parseRange } from "../src/domain/http-range.ts";
 
 test("single byte ranges: closed, open-ended, suffix, clamped", (t) => {
   t.deepEqual(parseRange("bytes=0-99", 1000), { kind: "partial", start: 0, end: 99 });

@@ -5,8 +5,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Knex } from "knex";
 import { AppError, createDb, migrate } from "@cms/platform";
 import { freshDatabase } from "../../../test/helpers/system.ts";
-import { gatewayMigrations } from "../src/migrations.ts";
-import { canonicalJson, createIdempotencyStore, IDEMPOTENCY_TTL_MS, type Claim, type IdempotencyStore } from "../src/idempotency.ts";
+import { canonicalJson } from "../src/domain/canonical-json.ts";
+import { gatewayMigrations } from "../src/store/migrations.ts";
+import { createIdempotencyStore, IDEMPOTENCY_TTL_MS, type Claim, type IdempotencyStore } from "../src/store/idempotency-store.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 let database: { url: string; drop(): Promise<void> } | undefined;

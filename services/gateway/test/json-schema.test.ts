@@ -11,7 +11,7 @@ import {
 import { DescribeOperationRequestSchema } from "@cms/contracts/gateway/v1/meta_pb";
 import { DownloadChunkRequestSchema, FinishUploadRequestSchema, GetMediaUploadUrlRequestSchema, UploadChunkRequestSchema } from "@cms/contracts/media/v1/media_pb";
 import { EmptyRequestSchema } from "@cms/contracts/common/v1/common_pb";
-import { isRequired, requestSchema } from "../src/json-schema.ts";
+import { isRequired, requestSchema } from "../src/domain/json-schema.ts";
 
 type Props = Record<string, Record<string, unknown>>;
 const propsOf = (s: Record<string, unknown>) => s.properties as Props;

@@ -3,8 +3,9 @@ import test from "ava";
 import type { Knex } from "knex";
 import { createDb, migrate } from "@cms/platform";
 import { freshDatabase } from "../../../test/helpers/system.ts";
-import { gatewayMigrations } from "../src/migrations.ts";
-import { createMemoryRateLimiter, createPgRateLimiter, decide, type RateLimiter } from "../src/rate-limit.ts";
+import { decide } from "../src/domain/rate-window.ts";
+import { gatewayMigrations } from "../src/store/migrations.ts";
+import { createMemoryRateLimiter, createPgRateLimiter, type RateLimiter } from "../src/store/rate-limit-store.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 let database: { url: string; drop(): Promise<void> } | undefined;

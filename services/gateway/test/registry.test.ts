@@ -3,8 +3,8 @@ import test from "ava";
 import { getOption, hasOption } from "@bufbuild/protobuf";
 import { op as opOption } from "@cms/contracts/common/v1/options_pb";
 import { AppError } from "@cms/platform";
-import { PUBLIC_SERVICES } from "../src/module.ts";
-import { buildRegistry, validationError, type OpEntry } from "../src/registry.ts";
+import { PUBLIC_SERVICES } from "../src/app/public-services.ts";
+import { buildRegistry, validationError, type OpEntry } from "../src/app/registry.ts";
 
 const registry = buildRegistry(PUBLIC_SERVICES);
 

@@ -10,8 +10,8 @@ import {
 } from "@bufbuild/protobuf/wkt";
 import { field as fieldOption, FieldSchema, file_common_v1_options } from "@cms/contracts/common/v1/options_pb";
 import { Ajv } from "ajv";
-import { renderJson, renderObject } from "../src/render.js";
-import { responseSchema } from "../src/json-schema.js";
+import { responseSchema } from "../src/domain/json-schema.js";
+import { renderJson, renderObject } from "../src/domain/render.js";
 
 type Opts = { nullable?: boolean; jsonKey?: string; inline?: boolean; selects?: string };
 

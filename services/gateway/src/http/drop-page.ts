@@ -16,14 +16,16 @@ import { MediaService, type CheckDropGrantResponse } from "@cms/contracts/media/
 import { MediaSchema } from "@cms/contracts/media/v1/resources_pb";
 import { AppError, fromConnectError, safeFilename, verifyGrant, type Clients, type Logger, type ObjectStore } from "@cms/platform";
 import { MAX_PUT_BYTES } from "@cms/platform/upload-urls";
-import { errorOutcome, sendJson } from "./op-endpoint.js";
-import { renderObject } from "./render.js";
+import { renderObject } from "../domain/render.js";
+import { errorOutcome, sendJson } from "./answers.js";
 
+/** Where media.drop_link links point. */
 export const DROP_PREFIX = "/drop/";
 const MAX_FILES = 20;
 
 interface FileOutcome { filename: string; media?: Record<string, unknown>; error?: Record<string, unknown>; status?: number }
 
+/** Text safe inside HTML content and attribute values. */
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
 }
@@ -76,6 +78,7 @@ function wantsJson(req: IncomingMessage): boolean {
   return String(req.headers.accept ?? "").includes("application/json");
 }
 
+/** GET/HEAD/POST /drop/<grant>: the page, and the files it submits. */
 export function createDropHandler(deps: { store: ObjectStore; grantSecret: string; clients: Clients; log: Logger }) {
   const media = () => deps.clients.get(MediaService);
 

@@ -5,11 +5,13 @@ import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { extname, resolve, sep } from "node:path";
 
-const ROOT = fileURLToPath(new URL("../assets/", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../assets/", import.meta.url));
 const TYPES: Record<string, string> = { ".webp": "image/webp", ".png": "image/png", ".svg": "image/svg+xml" };
 
+/** Where the static assets are served. */
 export const ASSETS_PREFIX = "/assets/";
 
+/** GET/HEAD /assets/<file>: read once, kept in memory, with an ETag. */
 export function createAssetHandler() {
   const cache = new Map<string, { body: Buffer; etag: string; type: string }>();
   return async function handleAsset(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {

@@ -3,26 +3,16 @@
  * all-in-one process only; replicas share the PostgreSQL limiter (one upsert per request).
  */
 import type { Knex } from "knex";
+import { WINDOW_MS, decide, type RateDecision } from "../domain/rate-window.js";
 
-export interface RateDecision {
-  allowed: boolean;
-  limit: number;
-  remaining: number;
-  /** Milliseconds until the window resets. */
-  resetMs: number;
-}
-
+/** Counts one request of a key (a user, or an address for anonymous calls) and decides on it. */
 export interface RateLimiter {
   hit(key: string, now?: number): Promise<RateDecision>;
+  /** Stops the sweep of old windows. */
   stop(): void;
 }
 
-const WINDOW_MS = 60_000;
-
-export function decide(count: number, limit: number, windowStart: number, now: number): RateDecision {
-  return { allowed: count <= limit, limit, remaining: Math.max(0, limit - count), resetMs: windowStart + WINDOW_MS - now };
-}
-
+/** The all-in-one process's limiter: counts in this process's memory. */
 export function createMemoryRateLimiter(limit: number): RateLimiter {
   const counts = new Map<string, { window: number; count: number }>();
   const sweep = setInterval(() => {
@@ -42,6 +32,7 @@ export function createMemoryRateLimiter(limit: number): RateLimiter {
   };
 }
 
+/** The replicas' shared limiter: one upsert per request in the gateway schema's rate_limits. */
 export function createPgRateLimiter(db: Knex, limit: number): RateLimiter {
   const sweep = setInterval(() => {
     db("rate_limits").where("window_start", "<", new Date(Date.now() - 2 * WINDOW_MS)).delete().catch(() => {});

@@ -8,31 +8,29 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Knex } from "knex";
 import { AppError } from "@cms/platform";
 
+/** How long a completed record answers replays. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 /** A claim still pending after this long belongs to a gateway that died mid-request. */
 export const PENDING_CLAIM_TIMEOUT_MS = 5 * 60 * 1000;
 
+/** The answer a replay gets back byte for byte: its HTTP status and JSON body. */
 export interface StoredResponse { status: number; body: string }
 
+/**
+ * A claim on (user, op, key): either this request runs (and completes the record with its answer,
+ * or releases it after a failure worth retrying), or an earlier run's answer is replayed.
+ */
 export type Claim =
   | { kind: "claimed"; complete(res: StoredResponse): Promise<void>; release(): Promise<void> }
   | { kind: "replay"; response: StoredResponse };
 
-/** JSON with object keys sorted, so that key order does not make two bodies differ. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value && typeof value === "object") {
-    const keys = Object.keys(value as object).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(value);
-}
-
+/** The idempotency records of the gateway schema. */
 export interface IdempotencyStore {
   claim(userId: string, op: string, key: string, requestHash: string): Promise<Claim>;
   stop(): void;
 }
 
+/** The idempotency records in PostgreSQL, shared by every gateway replica. */
 export function createIdempotencyStore(db: Knex, opts: { waitMs?: number } = {}): IdempotencyStore {
   const waitMs = opts.waitMs ?? 10_000;
   const sweep = setInterval(() => {

@@ -9,7 +9,7 @@ import addFormatsModule from "ajv-formats";
 import { distance } from "fastest-levenshtein";
 import { op as opOption } from "@cms/contracts/common/v1/options_pb";
 import { AppError, ownerOf, type ServiceName } from "@cms/platform";
-import { requestSchema, responseSchema, type JsonSchema } from "./json-schema.js";
+import { requestSchema, responseSchema, type JsonSchema } from "../domain/json-schema.js";
 
 export const SCHEMA_VERSION = "1.28.0";
 

@@ -4,17 +4,17 @@
  * every replica; the short TTL bounds staleness when a broadcast is missed.
  */
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
-import { AppError, TtlCache, createTokenResolver as createPrincipalResolver, fromConnectError, sha256Hex, type Caller, type Clients } from "@cms/platform";
-
-export { TtlCache, sha256Hex };
+import { TtlCache, createTokenResolver as createPrincipalResolver, fromConnectError, type Caller, type Clients } from "@cms/platform";
 
 /** The gateway's view of bearer tokens: users only (a service credential is not a user). */
 export interface TokenResolver {
   /** The caller of a bearer token, or undefined when the token is unknown, expired, revoked or not a user's. */
   resolve(token: string): Promise<Caller | undefined>;
+  /** Drops a cached token (by its sha256) that was just revoked. */
   forget(tokenHash: string): void;
 }
 
+/** The token resolver over the auth service's introspection, cached for `ttlMs`. */
 export function createTokenResolver(clients: Clients, ttlMs: number): TokenResolver {
   const principals = createPrincipalResolver((token) => clients.get(AuthService).introspectToken({ token }), ttlMs);
   return {
@@ -23,6 +23,7 @@ export function createTokenResolver(clients: Clients, ttlMs: number): TokenResol
   };
 }
 
+/** Whether an `apikey` header value is a gateway API key. */
 export interface ApiKeyChecker {
   check(apikey: string | undefined): Promise<boolean>;
 }
@@ -42,11 +43,4 @@ export function createApiKeyChecker(clients: Clients, staticKeys: string[]): Api
       return valid;
     },
   };
-}
-
-export function bearerOf(header: string | undefined): string | undefined {
-  if (!header) return undefined;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!m) throw new AppError("unauthorized", "The Authorization header must be \"Bearer <access token>\".");
-  return m[1];
 }

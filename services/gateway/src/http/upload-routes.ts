@@ -13,12 +13,13 @@ import { MediaService } from "@cms/contracts/media/v1/media_pb";
 import { MediaSchema } from "@cms/contracts/media/v1/resources_pb";
 import { AppError, ObjectLengthMismatchError, ObjectTooLargeError, verifyGrant, type Clients, type Logger, type ObjectStore } from "@cms/platform";
 import { BYTE_UPLOAD_PREFIX, MAX_PUT_BYTES, OBJECT_UPLOAD_PREFIX, type UploadGrant } from "@cms/platform/upload-urls";
-import { errorOutcome, sendJson } from "./op-endpoint.js";
-import { renderObject } from "./render.js";
+import { renderObject } from "../domain/render.js";
+import { sendError, sendJson } from "./answers.js";
 
+/** The paths of upload URLs: byte_upload_url and the embedded store's upload_url. */
 export const UPLOAD_PREFIXES = [BYTE_UPLOAD_PREFIX, OBJECT_UPLOAD_PREFIX];
-export { MAX_PUT_BYTES };
 
+/** PUT <upload prefix><grant>: stores the body under the grant's key. */
 export function createUploadHandler(deps: { store: ObjectStore; grantSecret: string; log: Logger; clients?: Clients }) {
   return async function handleUpload(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
     try {
@@ -67,8 +68,7 @@ export function createUploadHandler(deps: { store: ObjectStore; grantSecret: str
       }
       sendJson(res, 200, JSON.stringify(body));
     } catch (err) {
-      const out = errorOutcome(err, deps.log);
-      if (!res.headersSent) sendJson(res, out.status, out.body);
+      sendError(res, err, deps.log);
       req.resume();
     }
   };

@@ -1,0 +1,75 @@
+/**
+ * Who gets in, in one order for every surface: the gateway API key, then the bearer token, then
+ * the route's own rule (an operation's admin flag and scopes, the media proxy's media:read), then
+ * the per-user rate limit (per address for anonymous calls). The op endpoint, the media proxy and
+ * any later surface go through this one chain, so that each refuses with the same codes, details
+ * and headers: once a request is counted, every answer carries x-ratelimit-limit and
+ * x-ratelimit-remaining, and a 429 carries retry-after.
+ */
+import type { IncomingHttpHeaders } from "node:http";
+import { AppError, type Caller } from "@cms/platform";
+import type { ApiKeyChecker, TokenResolver } from "../app/access.js";
+import type { RateLimiter } from "../store/rate-limit-store.js";
+
+/** What admission reads of a request (a node:http IncomingMessage, or a fake in tests). */
+export interface AdmissionRequest { headers: IncomingHttpHeaders; socket: { remoteAddress?: string } }
+
+/** Where admission puts its headers (a node:http ServerResponse, or a fake in tests). */
+export interface HeaderSink { setHeader(name: string, value: string): unknown }
+
+/** The checks admission asks: API keys and tokens (through auth) and the rate limiter. */
+export interface Gatekeepers { apiKeys: ApiKeyChecker; tokens: TokenResolver; rateLimiter: RateLimiter }
+
+/** A route's part of the chain. */
+export interface AdmissionRule<T> {
+  /**
+   * Work done after the API key and before the token, whose refusals come first (the op endpoint
+   * reads its body and finds its operation here); its result is handed to `authorize`.
+   */
+  target?: () => Promise<T>;
+  /** Refuses a caller (undefined without a bearer token) that may not go on to `target`. */
+  authorize(caller: Caller | undefined, target: T): void;
+}
+
+/** An admitted request: its caller (undefined for an anonymous call) and the rule's target. */
+export interface Admitted<T> { caller: Caller | undefined; target: T }
+
+/** Runs the chain on a request; throws the AppError that refuses it. */
+export type Admit = <T = undefined>(req: AdmissionRequest, res: HeaderSink, rule: AdmissionRule<T>) => Promise<Admitted<T>>;
+
+/** The admission chain over its gatekeepers. */
+export function createAdmission({ apiKeys, tokens, rateLimiter }: Gatekeepers): Admit {
+  return async function admit<T>(req: AdmissionRequest, res: HeaderSink, rule: AdmissionRule<T>): Promise<Admitted<T>> {
+    const apikey = req.headers.apikey;
+    if (!(await apiKeys.check(Array.isArray(apikey) ? apikey[0] : apikey))) {
+      throw new AppError("unauthorized", apikey ? "The apikey header is not a valid gateway API key." : "Missing gateway API key: send it in the \"apikey\" header.");
+    }
+    const target = (rule.target ? await rule.target() : undefined) as T;
+    const token = bearerOf(req.headers.authorization);
+    let caller: Caller | undefined;
+    if (token) {
+      caller = await tokens.resolve(token);
+      if (!caller) throw new AppError("unauthorized", "The access token is invalid, expired or revoked.");
+    }
+    rule.authorize(caller, target);
+
+    const rate = await rateLimiter.hit(caller ? `u:${caller.userId}` : `ip:${req.socket.remoteAddress ?? "?"}`);
+    // On the response itself: every answer from here on carries them, errors and the 429 included.
+    res.setHeader("x-ratelimit-limit", String(rate.limit));
+    res.setHeader("x-ratelimit-remaining", String(rate.remaining));
+    if (!rate.allowed) {
+      const retry = String(Math.max(1, Math.ceil(rate.resetMs / 1000)));
+      res.setHeader("retry-after", retry);
+      throw new AppError("rate_limited", `Rate limit of ${rate.limit} requests per minute exceeded; retry in ${retry} s.`, { retry_after_seconds: Number(retry) });
+    }
+    return { caller, target };
+  };
+}
+
+/** The token of an `Authorization: Bearer <token>` header; any other form is refused. */
+export function bearerOf(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!m) throw new AppError("unauthorized", "The Authorization header must be \"Bearer <access token>\".");
+  return m[1];
+}

@@ -1,0 +1,38 @@
+/**
+ * The gateway's JSON answers: every surface writes a success and the contract's error shape
+ * (`{"error", "detail", ...extra fields}`) through these, so that a code means the same status
+ * and body whichever route refused the request.
+ */
+import type { ServerResponse } from "node:http";
+import { AppError, fromConnectError, type Logger } from "@cms/platform";
+
+/** An answer before it is written: HTTP status and JSON body (what an idempotency record keeps). */
+export interface JsonOutcome { status: number; body: string }
+
+/** Writes a JSON body with its length. */
+export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+/**
+ * The contract's answer to a failure: an AppError as it is, a Connect error from a service
+ * mapped back to its code, anything else an internal error (logged, its message not leaked).
+ */
+export function errorOutcome(err: unknown, log: Logger): JsonOutcome {
+  const app = err instanceof AppError ? err : fromConnectError(err);
+  if (app.status >= 500 && app.code !== "not_implemented") log.error({ err }, "operation failed");
+  return { status: app.status, body: JSON.stringify(app.toBody()) };
+}
+
+/** Answers a failure with the contract's error, or cuts the connection when bytes already went out. */
+export function sendError(res: ServerResponse, err: unknown, log: Logger): void {
+  const out = errorOutcome(err, log);
+  if (!res.headersSent) sendJson(res, out.status, out.body);
+  else res.destroy();
+}
+
+/** The last resort of a route that threw past its own handling: 500 with the contract's shape. */
+export function sendInternalError(res: ServerResponse, err: unknown): void {
+  if (!res.headersSent) sendJson(res, 500, JSON.stringify(fromConnectError(err).toBody()));
+}
