@@ -12,8 +12,9 @@ import { gatewayScenario } from "./gateway.js";
 import { collectionsScenario } from "./collections.js";
 import { mediaScenario } from "./media.js";
 import { transfersScenario } from "./transfers.js";
+import { webhooksScenario } from "./webhooks.js";
 
-const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario];
+const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario];
 
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 if (process.argv.includes("--list")) {
