@@ -236,3 +236,40 @@ test("removing a webhook discards what was queued", async (t) => {
   const left = await db("deliveries").where({ collection_id: id, state: "pending" });
   t.deepEqual(left, []);
 });
+
+test("one slow receiver does not hold back another collection's deliveries", async (t) => {
+  const slow = await receiver();
+  const fast = await receiver();
+  slow.fallback = { hang: true };
+  const a = await hooked(slow);
+  const b = await hooked(fast);
+  await sys.must(a.owner.token, { op: "collections.update", collection_id: a.id, name: "Slow" });
+  await slow.waitFor(1);
+  const started = Date.now();
+  await sys.must(b.owner.token, { op: "collections.update", collection_id: b.id, name: "Fast" });
+  await fast.waitFor(1);
+  // The slow attempt holds its slot until its 1 s deadline; the other went out meanwhile.
+  t.true(Date.now() - started < COALESCE_MS + 900, `fast delivery took ${Date.now() - started} ms`);
+  slow.fallback = { status: 200 };
+});
+
+// Serial (ava runs these before the others): the job, run as if a month had passed, purges every old log.
+test.serial("the delivery log of a removed webhook is kept 30 days, then purged by the job", async (t) => {
+  const r = await receiver();
+  const { owner, id } = await hooked(r);
+  await sys.must(owner.token, { op: "collections.update", collection_id: id, name: "Logged" });
+  await r.waitFor(1);
+  await sleep(300);
+  await sys.must(owner.token, { op: "collections.webhook_remove", collection_id: id });
+  const db = sys.system.dbOf("webhooks")!;
+  const hook = await db("webhooks").where({ collection_id: id }).whereNotNull("removed_at").first();
+  const count = async (table: string) => Number((await db(table).where({ webhook_id: hook.id }).count<{ n: number }[]>("* as n"))[0]!.n);
+  await sys.system.runJob("delivery_log_purge", { now: new Date(Date.now() + 29 * 24 * 3600_000).toISOString() });
+  t.is(await count("deliveries"), 1, "kept within 30 days");
+  t.true(await count("attempts") >= 1);
+  const purged = await sys.system.runJob("delivery_log_purge", { now: new Date(Date.now() + 31 * 24 * 3600_000).toISOString() });
+  t.true(Number(purged.webhooks) >= 1);
+  t.is(await count("deliveries"), 0);
+  t.is(await count("attempts"), 0);
+  t.falsy(await db("webhooks").where({ id: hook.id }).first());
+});

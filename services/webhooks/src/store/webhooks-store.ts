@@ -163,29 +163,29 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
     },
 
     async claimDue(limit, claimMs) {
-      const candidates: Array<{ id: string; webhook_id: string }> = (await q.raw(
-        `SELECT d.id, d.webhook_id FROM deliveries d
-         WHERE d.state = 'pending' AND d.next_attempt_at <= now()
-           AND NOT EXISTS (SELECT 1 FROM deliveries o WHERE o.webhook_id = d.webhook_id AND o.state = 'pending' AND o.claimed_until > now())
-         ORDER BY d.next_attempt_at, d.window_closed_at
-         LIMIT ? FOR UPDATE OF d SKIP LOCKED`,
-        [limit * 4],
-      )).rows;
-      // The oldest due delivery of each webhook, the others stay for later.
-      const seen = new Set<string>();
-      const ids: string[] = [];
-      for (const c of candidates) {
-        if (ids.length >= limit || seen.has(c.webhook_id)) continue;
-        seen.add(c.webhook_id);
-        ids.push(c.id);
-      }
-      if (!ids.length) return [];
+      // The oldest due delivery of each webhook without one in flight (read without locks), then
+      // as many of them as can be locked now: rows another sender locked are skipped, not waited
+      // for, so two replicas share the work and never take the same delivery.
+      const candidates: string[] = (await q.raw(
+        `SELECT id FROM (
+           SELECT DISTINCT ON (d.webhook_id) d.id, d.next_attempt_at FROM deliveries d
+           WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+             AND NOT EXISTS (SELECT 1 FROM deliveries o WHERE o.webhook_id = d.webhook_id AND o.state = 'pending' AND o.claimed_until > now())
+           ORDER BY d.webhook_id, d.window_closed_at, d.created_at
+         ) oldest ORDER BY next_attempt_at LIMIT ?`,
+        [limit * 2],
+      )).rows.map((r: { id: string }) => r.id);
+      if (!candidates.length) return [];
       const { rows } = await q.raw(
-        `UPDATE deliveries d SET attempts = d.attempts + 1, claimed_until = now() + (? || ' milliseconds')::interval,
+        `WITH locked AS (
+           SELECT id FROM deliveries WHERE id = ANY(?::uuid[]) AND state = 'pending' AND next_attempt_at <= now()
+           ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
+         )
+         UPDATE deliveries d SET attempts = d.attempts + 1, claimed_until = now() + (? || ' milliseconds')::interval,
            next_attempt_at = now() + (? || ' milliseconds')::interval
-         FROM webhooks w WHERE d.id = ANY(?::uuid[]) AND w.id = d.webhook_id
+         FROM locked, webhooks w WHERE d.id = locked.id AND w.id = d.webhook_id
          RETURNING d.id, d.webhook_id, d.collection_id, d.event, d.body, d.attempts, d.window_closed_at, w.url, w.secret`,
-        [String(claimMs), String(claimMs), ids],
+        [candidates, limit, String(claimMs), String(claimMs)],
       );
       return rows as ClaimedDelivery[];
     },
