@@ -9,6 +9,7 @@ import { AppError, authorizeOperation, sha256Hex, type Caller, type Logger } fro
 import type { Dispatch } from "../app/dispatch.js";
 import { validationError, type OpEntry, type OpRegistry } from "../app/registry.js";
 import { canonicalJson } from "../domain/canonical-json.js";
+import { parseRequestBody } from "../domain/request-body.js";
 import type { IdempotencyStore } from "../store/idempotency-store.js";
 import type { Admit } from "./admission.js";
 import { errorOutcome, sendJson, type JsonOutcome } from "./answers.js";
@@ -37,25 +38,18 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   if (declared > limit) throw new AppError("payload_too_large", `The request body exceeds ${limit} bytes.`);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new AppError("payload_too_large", `The request body exceeds ${limit} bytes.`);
-    chunks.push(chunk as Buffer);
+  try {
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > limit) throw new AppError("payload_too_large", `The request body exceeds ${limit} bytes.`);
+      chunks.push(chunk as Buffer);
+    }
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    // The client stopped sending before the end (a body shorter than its Content-Length).
+    throw new AppError("invalid_request", `The request body ended after ${size} bytes, before its end (Content-Length ${req.headers["content-length"] ?? "not given"}).`);
   }
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-}
-
-function parseObject(raw: Buffer): Record<string, unknown> {
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch {
-    throw new AppError("invalid_request", "The request body is not valid JSON.");
-  }
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new AppError("invalid_request", "The request body must be a JSON object with a string field \"op\".");
-  }
-  return body as Record<string, unknown>;
 }
 
 /** The op endpoint's request handler. */
@@ -64,7 +58,7 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
 
   /** The body and its operation: read between the API key and the token, so their errors come first. */
   async function requested(req: IncomingMessage): Promise<{ body: Record<string, unknown>; op: OpEntry }> {
-    const body = parseObject(await readBody(req, deps.maxBodyBytes));
+    const body = parseRequestBody(await readBody(req, deps.maxBodyBytes));
     const name = body.op;
     if (typeof name !== "string" || !name) {
       throw new AppError("invalid_request", "The request body needs a string field \"op\" naming the operation.", { field: "op" });

@@ -5,6 +5,7 @@
  * handling is logged and answered 500.
  */
 import http from "node:http";
+import { answerClientError } from "./client-errors.js";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "@cms/platform";
 import { ASSETS_PREFIX } from "./assets.js";
@@ -43,7 +44,7 @@ const CORS = {
 /** The gateway's server (not yet listening). */
 export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, byteRoutes }: GatewayRoutes): http.Server {
   // requestTimeout bounds a whole request: an hour lets a 100 MiB PUT through a slow link.
-  return http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
+  const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
     for (const [k, v] of Object.entries(CORS)) res.setHeader(k, v);
     const path = req.url?.split("?")[0];
     if (req.method === "OPTIONS") { res.writeHead(204); res.end(); return; }
@@ -79,6 +80,8 @@ export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, 
     }
     sendJson(res, 404, JSON.stringify({ error: "not_found", detail: `No route for ${req.method} ${path}.` }));
   });
+  server.on("clientError", answerClientError);
+  return server;
 }
 
 /** Starts listening; resolves to the base URL it listens on (PORT=0 picks a free port). */

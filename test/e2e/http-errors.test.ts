@@ -1,0 +1,64 @@
+/**
+ * Malformed HTTP that Node's parser refuses before any route: answered with the contract's JSON
+ * error shape (where the socket still takes an answer), and bodies shorter than their
+ * Content-Length.
+ */
+import test from "ava";
+import net from "node:net";
+import { startTestSystem, API_KEY, type TestSystem } from "../helpers/system.js";
+
+let sys: TestSystem;
+test.before(async () => { sys = await startTestSystem(); });
+test.after.always(async () => { await sys?.stop(); });
+
+/** Sends raw bytes, half-closes when asked, and reads the whole answer. */
+function raw(request: string | Buffer, opts: { end?: boolean } = {}): Promise<{ status: number; headers: string; body: string }> {
+  const { hostname, port } = new URL(sys.url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => {
+      if (opts.end === false) socket.write(request);
+      else socket.end(request);
+    });
+    let data = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (d) => { data += d; });
+    socket.on("end", () => {
+      const [head, ...rest] = data.split("\r\n\r\n");
+      resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(head ?? "")?.[1] ?? 0), headers: head ?? "", body: rest.join("\r\n\r\n") });
+    });
+    socket.on("error", reject);
+    setTimeout(() => socket.destroy(new Error(`no answer to ${JSON.stringify(String(request).slice(0, 60))}`)), 10_000).unref();
+  });
+}
+
+const cases: Array<[string, string, number]> = [
+  ["a NUL in a header", `POST /functions/v1/thirdparty-v1 HTTP/1.1\r\nHost: x\r\nX-Bad: a\u0000b\r\nContent-Length: 2\r\n\r\n{}`, 400],
+  ["a bare LF", `POST /functions/v1/thirdparty-v1 HTTP/1.1\nHost: x\r\nContent-Length: 2\r\n\r\n{}`, 400],
+  ["an obsolete line fold", `POST /functions/v1/thirdparty-v1 HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n  b\r\nContent-Length: 2\r\n\r\n{}`, 400],
+  ["a 20 KB header", `POST /functions/v1/thirdparty-v1 HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\nContent-Length: 2\r\n\r\n{}`, 431],
+  ["bad chunked encoding", `POST /functions/v1/thirdparty-v1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`, 400],
+  ["a garbage request line", `GARBAGE\r\n\r\n`, 400],
+];
+
+for (const [name, request, status] of cases) {
+  test(`${name}: ${status} with the contract's error body`, async (t) => {
+    const res = await raw(request);
+    t.is(res.status, status, res.headers);
+    t.regex(res.headers, /content-type: application\/json/i);
+    const body = JSON.parse(res.body);
+    t.is(body.error, "invalid_request");
+    t.true(typeof body.detail === "string" && body.detail.length > 0);
+  });
+}
+
+test("a body shorter than its Content-Length: 400 with the contract's body when the client waits for it", async (t) => {
+  const body = JSON.stringify({ op: "ping" });
+  const res = await raw(`POST /functions/v1/thirdparty-v1 HTTP/1.1\r\nHost: x\r\napikey: ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${body.length + 50}\r\n\r\n${body}`);
+  // Half-closed after the short body: the server sees the end of the request early.
+  t.is(res.status, 400, res.headers);
+  t.is(JSON.parse(res.body).error, "invalid_request");
+  t.regex(JSON.parse(res.body).detail, /ended before its body was complete|ended after/);
+  // The server stays up and answers the next request.
+  const ok = await sys.call(undefined, { op: "operations.list" });
+  t.is(ok.status, 200);
+});
