@@ -62,6 +62,12 @@ export interface BusTransport {
   subscribe(name: string, type: string, handler: EventHandler): Promise<void>;
   broadcast(type: string, payload: Record<string, unknown>): void;
   onBroadcast(type: string, handler: (payload: Record<string, unknown>) => void): Promise<void>;
+  /**
+   * Every published event of `type`, in every process that listens (not durable: what is
+   * published while a process is away is not replayed to it). For live fan-out, e.g. to every
+   * gateway's open player sessions.
+   */
+  listen(type: string, handler: (event: BusEvent) => void): Promise<void>;
   /** Whether events can be published now (NATS connected; always for the in-process bus). */
   connected(): boolean;
   close(): Promise<void>;
@@ -70,6 +76,7 @@ export interface BusTransport {
 /** In-process transport: the all-in-one default. */
 export function createLocalTransport(log: Logger): BusTransport {
   const subs = new Map<string, Array<{ name: string; handler: EventHandler }>>();
+  const listeners = new Map<string, Array<(event: BusEvent) => void>>();
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   return {
@@ -80,6 +87,12 @@ export function createLocalTransport(log: Logger): BusTransport {
       for (const s of list) {
         await context.with(propagation.extract(context.active(), event.headers), () => s.handler(event));
       }
+      for (const l of listeners.get(event.type) ?? []) {
+        try { l(event); } catch (err) { log.error({ err, type: event.type }, "event listener failed"); }
+      }
+    },
+    async listen(type, handler) {
+      listeners.set(type, [...(listeners.get(type) ?? []), handler]);
     },
     async subscribe(name, type, handler) {
       const list = subs.get(type) ?? [];
@@ -190,6 +203,21 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
       const h = natsHeaders();
       h.set("cms-origin", origin);
       nc.publish(broadcastSubject(type), JSON.stringify(payload), { headers: h });
+    },
+    async listen(type, handler) {
+      const sub = nc.subscribe(subjectOf(type));
+      void (async () => {
+        for await (const m of sub) {
+          const headers: Record<string, string> = {};
+          for (const k of m.headers?.keys() ?? []) headers[k] = m.headers!.get(k);
+          try {
+            handler({ id: m.headers?.get("Nats-Msg-Id") ?? "", type, payload: m.json(), occurredAt: headers["cms-occurred-at"] ?? new Date().toISOString(), headers });
+          } catch (err) {
+            log.error({ err, type }, "event listener failed");
+          }
+        }
+      })();
+      await nc.flush();
     },
     async onBroadcast(type, handler) {
       localBroadcast.set(type, [...(localBroadcast.get(type) ?? []), handler]);

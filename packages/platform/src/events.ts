@@ -18,6 +18,10 @@ export const EVENTS = {
   tokenRevoked: "auth.token.revoked",
   /** Stored objects whose rows are gone; the media service removes them from the store. */
   objectsOrphaned: "media.objects.orphaned",
+  /** A user's player UI state changed (ui.state.set); gateways pass it to open player sessions. */
+  uiStateChanged: "ui.state.changed",
+  /** A command for a user's open player sessions (player.command; broadcast, not stored). */
+  playerCommand: "player.command",
 } as const;
 
 /** What changed in a collection (events.v1.CollectionUpdated). */

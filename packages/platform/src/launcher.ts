@@ -194,6 +194,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
         subscribe: (sub, type, handler) => transport.subscribe(`${name}-${sub}`, type, handler),
         broadcast: (type, payload) => transport.broadcast(type, payload),
         onBroadcast: (type, handler) => transport.onBroadcast(type, handler),
+        listen: (type, handler) => transport.listen(type, handler),
         drain: async () => relay?.drain(),
       };
       const relayOf = { notify: () => relay?.notify() };

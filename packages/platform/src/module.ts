@@ -22,6 +22,8 @@ export interface ServiceBus {
   subscribe(name: string, type: string, handler: EventHandler): Promise<void>;
   broadcast(type: string, payload: Record<string, unknown>): void;
   onBroadcast(type: string, handler: (payload: Record<string, unknown>) => void): Promise<void>;
+  /** Every published event of `type`, live, in this process (not durable). */
+  listen(type: string, handler: (event: import("./bus.js").BusEvent) => void): Promise<void>;
   /** Publishes everything pending now (tests, shutdown). */
   drain(): Promise<void>;
 }

@@ -19,6 +19,9 @@ import { createOpEndpoint } from "./http/op-endpoint.js";
 import { close, createGatewayServer, listen } from "./http/server.js";
 import { createUploadHandler } from "./http/upload-routes.js";
 import { embeddedApiKey } from "./store/embedded-api-key.js";
+import { SocialService } from "@cms/contracts/social/v1/social_pb";
+import { createPlayerChannel } from "./app/player-channel.js";
+import { PLAYER_EVENTS_PATH, createPlayerEventsHandler } from "./http/player-events.js";
 import { createIdempotencyStore } from "./store/idempotency-store.js";
 import { gatewayMigrations } from "./store/migrations.js";
 import { createMemoryRateLimiter, createPgRateLimiter } from "./store/rate-limit-store.js";
@@ -48,6 +51,9 @@ export const gatewayModule: GatewayModule = {
     const idempotency = createIdempotencyStore(db);
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter });
     const streamObject = createObjectStreamer(ctx.store, log);
+    const social = () => clients.get(SocialService);
+    const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
+    await playerChannel.start();
 
     const server = createGatewayServer({
       log,
@@ -67,12 +73,14 @@ export const gatewayModule: GatewayModule = {
         [MEDIA_PROXY_PREFIX, createMediaProxyHandler({ admit, clients, streamObject, log }), "media proxy failed"],
         [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log }), "drop link failed"],
       ],
+      pages: [[PLAYER_EVENTS_PATH, createPlayerEventsHandler({ tokens, channel: playerChannel, social, log })]],
     });
 
     return {
       banner,
       listen: () => listen(server, config.port, config.host),
       async stop() {
+        await playerChannel.stop();
         rateLimiter.stop();
         idempotency.stop();
         await close(server);

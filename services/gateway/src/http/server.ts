@@ -31,6 +31,8 @@ export interface GatewayRoutes {
   /** Given the grant (the path after its upload prefix). */
   handleUpload: PrefixHandler;
   byteRoutes: ByteRoute[];
+  /** Exact paths served by a handler of their own (the player channel, pages). */
+  pages?: Array<[string, RouteHandler]>;
 }
 
 const CORS = {
@@ -42,7 +44,7 @@ const CORS = {
 };
 
 /** The gateway's server (not yet listening). */
-export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, byteRoutes }: GatewayRoutes): http.Server {
+export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, byteRoutes, pages = [] }: GatewayRoutes): http.Server {
   // requestTimeout bounds a whole request: an hour lets a 100 MiB PUT through a slow link.
   const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
     for (const [k, v] of Object.entries(CORS)) res.setHeader(k, v);
@@ -60,6 +62,15 @@ export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, 
       return;
     }
     if (path === "/healthz" || path === "/readyz") { sendJson(res, 200, '{"ok":true}'); return; }
+    const page = pages.find(([p]) => p === path);
+    if (page) {
+      page[1](req, res).catch((err) => {
+        log.error({ err }, `${path} failed`);
+        if (res.headersSent) res.destroy();
+        else sendInternalError(res, err);
+      });
+      return;
+    }
     if (path?.startsWith(ASSETS_PREFIX)) {
       handleAsset(req, res, path).catch((err) => log.error({ err }, "asset failed"));
       return;

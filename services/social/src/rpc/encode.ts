@@ -9,9 +9,9 @@ import { ValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { timestampOf } from "@cms/platform";
 import type { PaginationSchema } from "@cms/contracts/common/v1/common_pb";
 import type {
-  AliasSchema, BookmarkSchema, BugReportSchema, FollowedAliasSchema, HandleSchema, ProfileSchema, TagVocabularyEntrySchema,
+  AliasSchema, BookmarkSchema, BugReportSchema, FollowedAliasSchema, HandleSchema, ProfileSchema, TagVocabularyEntrySchema, UiStateSchema,
 } from "@cms/contracts/social/v1/resources_pb";
-import type { BookmarkRow, BugReportRow, VocabularyRow } from "../store/social-store.js";
+import type { BookmarkRow, BugReportRow, UiStateRow, VocabularyRow } from "../store/social-store.js";
 import type { Page } from "../domain/aliases.js";
 import type { AliasView, FollowedView, HandleView, ProfileView } from "../app/social.js";
 
@@ -74,5 +74,13 @@ export function bugReportMessage(r: BugReportRow): MessageInitShape<typeof BugRe
     errorCode: opt(r.error_code), severity: opt(r.severity), repro: r.repro === null || r.repro === undefined ? undefined : fromJson(ValueSchema, r.repro as JsonValue),
     notes: opt(r.notes), status: r.status, duplicateOf: opt(r.duplicate_of), reportCount: r.report_count, reporterUserId: r.reporter_user_id,
     createdAt: timestampOf(r.created_at), lastReportedAt: timestampOf(r.last_reported_at),
+  };
+}
+
+export function uiStateMessage(s: UiStateRow): MessageInitShape<typeof UiStateSchema> {
+  return {
+    collectionId: s.collection_id === null ? undefined : BigInt(s.collection_id), mediaId: s.media_id === null ? undefined : BigInt(s.media_id),
+    viewMode: opt(s.view_mode), source: opt(s.source), browseResults: s.browse_results.map((id) => BigInt(id)), browseTitle: opt(s.browse_title),
+    browseSource: opt(s.browse_source), version: BigInt(s.version), updatedAt: s.updated_at ? timestampOf(s.updated_at) : undefined,
   };
 }

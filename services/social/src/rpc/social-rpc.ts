@@ -9,20 +9,25 @@ import { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { defaulted, jsonOf, requireCaller } from "@cms/platform";
 import type { PublishMode, Social } from "../app/social.js";
 import type { Bookmarks } from "../app/bookmarks.js";
+import type { Player } from "../app/player.js";
 import type { BugReports } from "../app/bug-reports.js";
 import type { SocialStore } from "../store/social-store.js";
 import {
-  aliasMessage, bookmarkMessage, bugReportMessage, followedAliasMessage, followingPagination, handleMessage, profileMessage, vocabularyMessage,
+  aliasMessage, uiStateMessage, bookmarkMessage, bugReportMessage, followedAliasMessage, followingPagination, handleMessage, profileMessage, vocabularyMessage,
 } from "./encode.js";
+
+/** An optional int64 request field as a number. */
+const idOf = (v: bigint | undefined) => (v === undefined ? undefined : Number(v));
 
 export interface SocialApp {
   social: Social;
+  player: Player;
   bookmarks: Bookmarks;
   bugs: BugReports;
   vocabulary: Pick<SocialStore, "activeVocabulary">;
 }
 
-export function socialRoutes({ social, bookmarks, bugs, vocabulary }: SocialApp) {
+export function socialRoutes({ social, player, bookmarks, bugs, vocabulary }: SocialApp) {
   return (router: ConnectRouter) =>
     router.service(SocialService, {
       async createAlias(req, ctx) {
@@ -91,7 +96,29 @@ export function socialRoutes({ social, bookmarks, bugs, vocabulary }: SocialApp)
         return { reports: rows.map(bugReportMessage), count: rows.length };
       },
 
+      async getUiState(_req, ctx) {
+        return { uiState: uiStateMessage(await player.getUiState(requireCaller(ctx))) };
+      },
+      async setUiState(req, ctx) {
+        const browse = jsonOf(req.browseResults) as number[] | undefined;
+        const { state, deliveredTo } = await player.setUiState(requireCaller(ctx), {
+          collectionId: idOf(req.collectionId), mediaId: idOf(req.mediaId), viewMode: req.viewMode, source: req.source,
+          browseResults: browse, browseTitle: req.browseTitle, browseSource: req.browseSource,
+        });
+        return { uiState: uiStateMessage(state), deliveredTo };
+      },
+      async playerCommand(req, ctx) {
+        const { commandId, deliveredTo } = await player.command(requireCaller(ctx), {
+          command: req.command, positionMs: idOf(req.positionMs), collectionId: idOf(req.collectionId), mediaId: idOf(req.mediaId), on: req.on,
+        });
+        return { command: req.command, commandId, deliveredTo };
+      },
+
       // Internal RPCs (no public op).
+      async syncPlayerSessions(req) {
+        await player.syncSessions(req.gatewayId, req.sessions.map((s) => ({ session_id: s.sessionId, user_id: s.userId })), req.closed, req.replace);
+        return {};
+      },
       async resolvePublishHandle(req) {
         return social.resolvePublishHandle(req.userId, req.mode as PublishMode, req.aliasId);
       },

@@ -146,4 +146,31 @@ export const migrations: MigrationList = [
       await knex.raw(`CREATE INDEX bug_reports_triage ON bug_reports (status, report_count DESC, last_reported_at DESC)`);
     },
   }],
+  ["20261124110000_ui_state", {
+    async up(knex) {
+      // Each user's synchronized player UI state; version increases with every ui.state.set.
+      await knex.schema.createTable("ui_states", (t) => {
+        t.uuid("user_id").primary();
+        t.bigInteger("collection_id");
+        t.bigInteger("media_id");
+        t.text("view_mode");
+        t.text("source");
+        t.specificType("browse_results", "bigint[]").notNullable().defaultTo(knex.raw("'{}'::bigint[]"));
+        t.text("browse_title");
+        t.text("browse_source");
+        t.bigInteger("version").notNullable();
+        t.timestamp("updated_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      // Open player sessions, as each gateway reports them (SyncPlayerSessions); a session a
+      // gateway stopped reporting ages out.
+      await knex.schema.createTable("player_sessions", (t) => {
+        t.uuid("session_id").primary();
+        t.text("gateway_id").notNullable();
+        t.uuid("user_id").notNullable();
+        t.timestamp("seen_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.index(["user_id", "seen_at"]);
+        t.index(["gateway_id"]);
+      });
+    },
+  }],
 ];

@@ -67,6 +67,21 @@ export interface BugReportRow {
   last_reported_at: Date;
 }
 
+export interface UiStateRow {
+  user_id: string;
+  collection_id: number | null;
+  media_id: number | null;
+  view_mode: string | null;
+  source: string | null;
+  browse_results: number[];
+  browse_title: string | null;
+  browse_source: string | null;
+  version: number;
+  updated_at: Date;
+}
+
+export type UiStatePatch = Partial<Omit<UiStateRow, "user_id" | "version" | "updated_at">>;
+
 export type NewBugReport = Omit<BugReportRow, "id" | "status" | "duplicate_of" | "report_count" | "created_at" | "last_reported_at" | "repro">
   & { repro: string | null; duplicate_key: string };
 
@@ -111,9 +126,17 @@ export interface SocialStore {
    */
   recordBugReport(r: NewBugReport): Promise<{ row: BugReportRow; duplicate: boolean }>;
   bugReports(statuses: string[], limit: number): Promise<BugReportRow[]>;
+
+  uiState(userId: string): Promise<UiStateRow | undefined>;
+  /** Applies the patch to the user's state (creating it), version + 1; the state after. */
+  patchUiState(userId: string, patch: UiStatePatch): Promise<UiStateRow>;
+  /** Records a gateway's open sessions: adds or refreshes `open`, removes `closed`, and with `replace` drops its others. */
+  syncPlayerSessions(gatewayId: string, open: Array<{ session_id: string; user_id: string }>, closed: string[], replace: boolean): Promise<void>;
+  /** Sessions of the user reported within `freshMs`. */
+  openPlayerSessions(userId: string, freshMs: number): Promise<number>;
 }
 
-export function createSocialStore(db: Knex): SocialStore {
+export function createSocialStore(db: Knex | Knex.Transaction): SocialStore {
   return {
     async aliasesOf(userId) {
       return db<AliasRow>("aliases").where({ user_id: userId }).orderBy([{ column: "created_at" }, { column: "id" }]);
@@ -207,6 +230,35 @@ export function createSocialStore(db: Knex): SocialStore {
     async bugReports(statuses, limit) {
       return db<BugReportRow>("bug_reports").whereIn("status", statuses)
         .orderBy([{ column: "report_count", order: "desc" }, { column: "last_reported_at", order: "desc" }, { column: "id" }]).limit(limit);
+    },
+
+    async uiState(userId) {
+      return db<UiStateRow>("ui_states").where({ user_id: userId }).first();
+    },
+    async patchUiState(userId, patch) {
+      const [row] = await db("ui_states")
+        .insert({ user_id: userId, ...patch, version: 1, updated_at: db.fn.now() })
+        .onConflict("user_id")
+        .merge({ ...patch, version: db.raw("ui_states.version + 1"), updated_at: db.fn.now() })
+        .returning("*");
+      return row as UiStateRow;
+    },
+    async syncPlayerSessions(gatewayId, open, closed, replace) {
+      if (replace) {
+        const keep = open.map((o) => o.session_id);
+        const q = db("player_sessions").where({ gateway_id: gatewayId });
+        await (keep.length ? q.whereNotIn("session_id", keep) : q).delete();
+      }
+      if (closed.length) await db("player_sessions").whereIn("session_id", closed).delete();
+      if (open.length) {
+        await db("player_sessions").insert(open.map((o) => ({ ...o, gateway_id: gatewayId, seen_at: db.fn.now() })))
+          .onConflict("session_id").merge(["gateway_id", "seen_at"]);
+      }
+    },
+    async openPlayerSessions(userId, freshMs) {
+      const [{ n }] = await db("player_sessions").where({ user_id: userId })
+        .where("seen_at", ">", db.raw("now() - (? || ' milliseconds')::interval", [String(freshMs)])).count<{ n: number }[]>({ n: "*" });
+      return Number(n);
     },
 
     async updateProfile(userId, patch) {

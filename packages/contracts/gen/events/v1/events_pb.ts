@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file events/v1/events.proto.
  */
 export const file_events_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiigEKEUNvbGxlY3Rpb25VcGRhdGVkEhUKDWNvbGxlY3Rpb25faWQYASABKAMSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRIMCgRraW5kGAMgASgJEhMKC29jY3VycmVkX2F0GAQgASgJEhYKCXB1Ymxpc2hlZBgFIAEoCEgAiAEBQgwKCl9wdWJsaXNoZWQiTgoTQ29sbGVjdGlvbkxpZmVjeWNsZRIWCg5jb2xsZWN0aW9uX2lkcxgBIAMoAxIOCgZhY3Rpb24YAiABKAkSDwoHdmVyc2lvbhgDIAEoAyIiCgxUb2tlblJldm9rZWQSEgoKdG9rZW5faGFzaBgBIAEoCSIlCg9PYmplY3RzT3JwaGFuZWQSEgoKc3RvcmVfa2V5cxgBIAMoCWIGcHJvdG8z");
+  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiigEKEUNvbGxlY3Rpb25VcGRhdGVkEhUKDWNvbGxlY3Rpb25faWQYASABKAMSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRIMCgRraW5kGAMgASgJEhMKC29jY3VycmVkX2F0GAQgASgJEhYKCXB1Ymxpc2hlZBgFIAEoCEgAiAEBQgwKCl9wdWJsaXNoZWQiTgoTQ29sbGVjdGlvbkxpZmVjeWNsZRIWCg5jb2xsZWN0aW9uX2lkcxgBIAMoAxIOCgZhY3Rpb24YAiABKAkSDwoHdmVyc2lvbhgDIAEoAyIiCgxUb2tlblJldm9rZWQSEgoKdG9rZW5faGFzaBgBIAEoCSIlCg9PYmplY3RzT3JwaGFuZWQSEgoKc3RvcmVfa2V5cxgBIAMoCSIyCg5VaVN0YXRlQ2hhbmdlZBIPCgd1c2VyX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiRQoNUGxheWVyQ29tbWFuZBIPCgd1c2VyX2lkGAEgASgJEhIKCmNvbW1hbmRfaWQYAiABKAkSDwoHY29tbWFuZBgDIAEoCWIGcHJvdG8z");
 
 /**
  * collection.updated: any change to a collection or to its media.
@@ -129,4 +129,59 @@ export type ObjectsOrphaned = Message<"events.v1.ObjectsOrphaned"> & {
  */
 export const ObjectsOrphanedSchema: GenMessage<ObjectsOrphaned> = /*@__PURE__*/
   messageDesc(file_events_v1_events, 3);
+
+/**
+ * ui.state.changed: a user's player UI state after a ui.state.set; every gateway passes it to
+ * the user's open player sessions. The payload is the stored state (social.v1.UiState's fields)
+ * with the user id.
+ *
+ * @generated from message events.v1.UiStateChanged
+ */
+export type UiStateChanged = Message<"events.v1.UiStateChanged"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: int64 version = 2;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message events.v1.UiStateChanged.
+ * Use `create(UiStateChangedSchema)` to create a new message.
+ */
+export const UiStateChangedSchema: GenMessage<UiStateChanged> = /*@__PURE__*/
+  messageDesc(file_events_v1_events, 4);
+
+/**
+ * player.command (broadcast, not stored): a command for a user's open player sessions.
+ *
+ * @generated from message events.v1.PlayerCommand
+ */
+export type PlayerCommand = Message<"events.v1.PlayerCommand"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string command_id = 2;
+   */
+  commandId: string;
+
+  /**
+   * @generated from field: string command = 3;
+   */
+  command: string;
+};
+
+/**
+ * Describes the message events.v1.PlayerCommand.
+ * Use `create(PlayerCommandSchema)` to create a new message.
+ */
+export const PlayerCommandSchema: GenMessage<PlayerCommand> = /*@__PURE__*/
+  messageDesc(file_events_v1_events, 5);
 
