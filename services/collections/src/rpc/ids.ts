@@ -1,0 +1,20 @@
+/**
+ * Ids between the wire (int64 as bigint) and the application (numbers: PostgreSQL bigserial
+ * values stay far below 2^53), converted here only.
+ */
+
+export function idOf(wire: bigint): number {
+  return Number(wire);
+}
+
+export function optionalIdOf(wire: bigint | undefined): number | undefined {
+  return wire === undefined ? undefined : Number(wire);
+}
+
+export function wireId(id: number): bigint {
+  return BigInt(id);
+}
+
+export function optionalWireId(id: number | undefined): bigint | undefined {
+  return id === undefined ? undefined : BigInt(id);
+}
