@@ -30,18 +30,30 @@ export const collectionsModule: ServiceModule = {
     });
     const skipped = (job: string) => ({ skipped: `another replica is running the ${job} job` });
     const nowOf = (args: Record<string, unknown>) => (args.now ? new Date(String(args.now)) : new Date());
-    // One replica at a time runs each job.
+    // One replica at a time runs each job (an advisory lock; a run elsewhere is skipped), and in
+    // this process one run at a time (a run asked for while the timer's runs waits for it).
+    const queues = new Map<string, Promise<unknown>>();
+    const single = <T>(name: string, run: () => Promise<T>): Promise<T | undefined> => {
+      // The previous run's outcome (a failure included) went to its own caller.
+      const go = () => exclusively(ctx.db, name, run);
+      const next = (queues.get(name) ?? Promise.resolve()).then(go, go);
+      queues.set(name, next);
+      return next;
+    };
     const jobs = {
       retention: async (args: Record<string, unknown>) =>
-        (await exclusively(ctx.db, "retention", () => app.purgeExpired(nowOf(args)))) ?? { purged: 0, ...skipped("retention") },
+        (await single("retention", () => app.purgeExpired(nowOf(args)))) ?? { purged: 0, ...skipped("retention") },
       pending_steps: async (args: Record<string, unknown>) =>
-        (await exclusively(ctx.db, "pending_steps", () => app.recoverPendingSteps(nowOf(args)))) ?? { undone: 0, retrying: 0, ...skipped("pending_steps") },
+        (await single("pending_steps", () => app.recoverPendingSteps(nowOf(args)))) ?? { undone: 0, retrying: 0, ...skipped("pending_steps") },
     };
     const timers: NodeJS.Timeout[] = [];
     const running = new Set<Promise<unknown>>();
     const every = (name: keyof typeof jobs, ms: number, atStart: boolean) => {
       const run = () => {
-        const p = jobs[name]({}).then((r) => ctx.log.info(r, `${name} job`)).catch((err) => ctx.log.error({ err }, `${name} job failed`));
+        // A run that found nothing to do is not worth a line every minute.
+        const p = jobs[name]({})
+          .then((r) => (Object.values(r).some((v) => v !== 0) ? ctx.log.info(r, `${name} job`) : ctx.log.debug(r, `${name} job`)))
+          .catch((err) => ctx.log.error({ err }, `${name} job failed`));
         running.add(p);
         void p.finally(() => running.delete(p));
       };
