@@ -25,6 +25,21 @@ async function codeOf(p: Promise<unknown>): Promise<string> {
   return err instanceof AppError ? err.code : `not an AppError: ${String(err)}`;
 }
 
+/** Collections A and B, and a sub-collection "Child" of A (linked in media). */
+async function nested(h: Harness) {
+  const a = await parentOf(h, "A");
+  const b = await parentOf(h, "B");
+  return { a, b, child: (await createChild(h, a.id)).row };
+}
+
+/** Starts a move whose media call changes media and never answers (its process died); the move's commit is done. */
+async function stalledMove(h: Harness, id: number, to: number | null) {
+  h.media.behaviour.moveCollectionLink = { hold: new Promise<void>(() => {}) };
+  void h.app.moveCollection(alice, id, to);
+  await new Promise((r) => setImmediate(r));
+  h.media.behaviour.moveCollectionLink = "ok";
+}
+
 /** Both sides agree on the child: its row and exactly one link row in its parent, or neither. */
 function agree(h: Harness, childId: number): "both" | "neither" | string {
   const row = h.state().collections.get(childId);
@@ -124,9 +139,7 @@ test("create with a parent: the process dies after the commit; the job undoes th
 
 test("move: media answers; the link rows follow and the step is gone", async (t) => {
   const h = harness();
-  const a = await parentOf(h, "A");
-  const b = await parentOf(h, "B");
-  const child = (await createChild(h, a.id)).row;
+  const { b, child } = await nested(h);
   const out = await h.app.moveCollection(alice, child.id, b.id);
   t.false(out.noop);
   t.is(out.removedLinkMediaIds.length, 1);
@@ -137,9 +150,7 @@ test("move: media answers; the link rows follow and the step is gone", async (t)
 
 test("move: media down; the parent is put back, media re-linked there, 503", async (t) => {
   const h = harness();
-  const a = await parentOf(h, "A");
-  const b = await parentOf(h, "B");
-  const child = (await createChild(h, a.id)).row;
+  const { a, b, child } = await nested(h);
   // The move's call changes media but its answer is lost; the undo's call goes through.
   h.media.behaviour.moveCollectionLink = ["answer_lost", "ok"];
   t.is(await codeOf(h.app.moveCollection(alice, child.id, b.id)), "unavailable");
@@ -150,14 +161,9 @@ test("move: media down; the parent is put back, media re-linked there, 503", asy
 
 test("move: when the former parent has the name taken meanwhile, the collection stays and media follows it there", async (t) => {
   const h = harness();
-  const a = await parentOf(h, "A");
-  const b = await parentOf(h, "B");
-  const child = (await createChild(h, a.id)).row;
+  const { a, b, child } = await nested(h);
   // Media dies mid-move; before the job runs, a new "Child" appears under A.
-  h.media.behaviour.moveCollectionLink = { hold: new Promise<void>(() => {}) };
-  void h.app.moveCollection(alice, child.id, b.id);
-  await new Promise((r) => setImmediate(r));
-  h.media.behaviour.moveCollectionLink = "ok";
+  await stalledMove(h, child.id, b.id);
   await createChild(h, a.id);
   t.deepEqual(await h.app.recoverPendingSteps(later(h, STEP_GRACE_MS)), { undone: 1, retrying: 0 });
   t.is(h.state().collections.get(child.id)!.parent_id, b.id, "not put back over a name now taken");
@@ -166,12 +172,8 @@ test("move: when the former parent has the name taken meanwhile, the collection 
 
 test("move: a second move while the first one's step is open answers 503", async (t) => {
   const h = harness();
-  const a = await parentOf(h, "A");
-  const b = await parentOf(h, "B");
-  const child = (await createChild(h, a.id)).row;
-  h.media.behaviour.moveCollectionLink = { hold: new Promise<void>(() => {}) };
-  void h.app.moveCollection(alice, child.id, b.id);
-  await new Promise((r) => setImmediate(r));
+  const { b, child } = await nested(h);
+  await stalledMove(h, child.id, b.id);
   t.is(await codeOf(h.app.moveCollection(alice, child.id, null)), "unavailable");
 });
 
