@@ -12,6 +12,7 @@ import { collectionsRoutes } from "./rpc/collections-rpc.js";
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 
+/** The module table entry: wiring of the stores, the application, the routes and the jobs. */
 export const collectionsModule: ServiceModule = {
   name: "collections",
   schema: "collections",

@@ -14,6 +14,7 @@ function noCollaborator(collectionId: number, userId: string): AppError {
   return new AppError("not_found", `User ${userId} is neither a collaborator on nor invited to collection ${collectionId}.`);
 }
 
+/** The collaborators.* use cases. */
 export function collaboratorUseCases(app: AppContext) {
   const { stores } = app;
 

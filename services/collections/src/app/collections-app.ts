@@ -14,6 +14,7 @@ import { discoveryUseCases } from "./discovery.js";
 import { collaboratorUseCases } from "./collaborators.js";
 import { internalUseCases } from "./internal.js";
 
+/** Wires the use cases over their ports; module.ts passes the real ones, the component tests fakes. */
 export function createCollectionsApp(deps: CollectionsAppDeps) {
   const app = contextOf(deps);
   const covers = coverUseCases(app);
@@ -32,4 +33,5 @@ export function createCollectionsApp(deps: CollectionsAppDeps) {
   };
 }
 
+/** What the RPC handlers call. */
 export type CollectionsApp = ReturnType<typeof createCollectionsApp>;

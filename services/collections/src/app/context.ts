@@ -6,14 +6,17 @@ import type { CollectionsAppDeps, CollectionsStores } from "./ports.js";
 /** The dependencies with the clock settled. */
 export type AppContext = CollectionsAppDeps & { now: () => Date };
 
+/** The dependencies with the clock defaulted to the real one. */
 export function contextOf(deps: CollectionsAppDeps): AppContext {
   return { ...deps, now: deps.now ?? (() => new Date()) };
 }
 
+/** The 404 of a collection that is missing, deleted or not the caller's to see. */
 export function notFound(id: number): AppError {
   return new AppError("not_found", `Collection ${id} does not exist or is not accessible.`);
 }
 
+/** The 409 of a name taken among the owner's live collections under the same parent (null: top level). */
 export function duplicateName(name: string, where: number | null): AppError {
   const place = where === null ? "at the top level" : `under collection ${where}`;
   return new AppError("duplicate_collection_name", `A collection named "${name}" already exists ${place}; choose another name.`, { field: "name" });

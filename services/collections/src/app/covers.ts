@@ -26,6 +26,7 @@ const EXTENSIONS: Record<string, string> = {
   "image/jpeg": "jpg", "image/png": "png", "image/webp": "webp", "image/gif": "gif", "image/avif": "avif", "image/tiff": "tiff", "image/heif": "heif",
 };
 
+/** Cover images: preparing and storing them around a unit of work, and the cover upload URL. */
 export function coverUseCases(app: AppContext) {
   /** Reads and processes a cover before any row changes, so a bad image changes nothing. */
   async function prepareCover(caller: Caller, thumbnailUrl: string): Promise<PreparedCover> {
@@ -94,4 +95,5 @@ export function coverUseCases(app: AppContext) {
   };
 }
 
+/** The cover helpers the create and update use cases share. */
 export type CoverUseCases = ReturnType<typeof coverUseCases>;

@@ -11,6 +11,7 @@ import { changeOf, duplicateName, notFound, ownedCollection, readableCollection,
 import type { CoverUseCases } from "./covers.js";
 import type { StepRunner } from "./pending-steps.js";
 
+/** collections.create as the use case takes it (request defaults applied). */
 export interface CreateInput {
   name: string;
   description?: string;
@@ -26,6 +27,7 @@ export interface CreateInput {
   linkDescription?: string;
 }
 
+/** collections.update: undefined fields stay unchanged. */
 export interface UpdateInput {
   name?: string;
   description?: string | null;
@@ -41,6 +43,7 @@ export interface UpdateInput {
   playbackPrefs?: unknown;
 }
 
+/** collections.list as the use case takes it (request defaults applied). */
 export interface ListInput {
   nameContains?: string;
   fields?: unknown;
@@ -53,6 +56,7 @@ export interface ListInput {
   offset: number;
 }
 
+/** A page's place in a list and the list's total. */
 export interface Page { limit: number; offset: number; total: number }
 
 /**
@@ -72,6 +76,7 @@ export type ExportOutcome =
 
 const playbackPrefsOf = (v: unknown) => (v === undefined || v === null ? null : normalizePlaybackPrefs(v));
 
+/** Create, read, update, archive, share URL, stats and export. */
 export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: StepRunner) {
   const { stores } = app;
 

@@ -41,6 +41,7 @@ function hitOf(row: CollectionRow, caller: Caller | undefined): Hit {
   return { row, isOwn: Boolean(caller && row.user_id === caller.userId) };
 }
 
+/** Search, browse, the liked list and likes. */
 export function discoveryUseCases(app: AppContext) {
   const { collections } = app.stores;
 

@@ -13,10 +13,12 @@ export interface AccessAnswer {
   deniedPermission: string;
 }
 
+/** What CheckAccess is asked about (owner: only the owner may). */
 export type AccessAction = "read" | "upload" | "edit" | "delete" | "owner";
 
 const FLAG_OF: Record<Exclude<AccessAction, "read" | "owner">, keyof Membership> = { upload: "can_upload", edit: "can_edit", delete: "can_delete" };
 
+/** CheckAccess and CoverStoreKeys, asked by the media service. */
 export function internalUseCases(app: AppContext) {
   const { stores } = app;
   return {

@@ -12,6 +12,7 @@ import { restorableUntil, type Plan } from "../domain/rules.js";
 import type { CollectionsStores } from "./ports.js";
 import { changeOf, duplicateName, notFound, ownedCollection, type AppContext } from "./context.js";
 
+/** collections.delete as the use case takes it (request defaults applied). */
 export interface DeleteInput { mode: "soft" | "hard"; cascadeMedia: boolean; confirm: boolean; dryRun: boolean }
 
 /**
@@ -35,6 +36,7 @@ export type RestoreOutcome =
 /** Users' plans are asked of the auth service this many at a time. */
 const PLAN_BATCH = 500;
 
+/** Delete, restore and the retention purge. */
 export function lifecycleUseCases(app: AppContext) {
   const { stores } = app;
 

@@ -12,6 +12,7 @@ import type { StepRunner } from "./pending-steps.js";
  */
 export interface MoveOutcome { row: CollectionRow; noop: boolean; removedLinkMediaIds: number[]; linkMediaId?: number }
 
+/** Move and reorder. */
 export function nestingUseCases(app: AppContext, steps: StepRunner) {
   return {
     /**

@@ -43,6 +43,7 @@ function refusalOf(err: unknown): AppError | undefined {
   return e.code === "server_error" || e.code === "unavailable" ? undefined : e;
 }
 
+/** Carrying out, undoing and recovering steps spanning services. */
 export function pendingStepsUseCases(app: AppContext) {
   const { stores, media } = app;
 
@@ -167,4 +168,5 @@ export function pendingStepsUseCases(app: AppContext) {
   };
 }
 
+/** What the create and move use cases use to carry out their steps. */
 export type StepRunner = ReturnType<typeof pendingStepsUseCases>;

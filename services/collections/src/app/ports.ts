@@ -49,7 +49,9 @@ export interface ListFilter {
   offset: number;
 }
 
+/** A part of the collections a search or browse looks in. */
 export type Scope = "own" | "shared" | "public" | "following" | "liked";
+/** The order of collections.browse. */
 export type SortBy = "views" | "recent" | "likes";
 
 /** Handles a caller follows: (owner, alias) pairs, alias "" for a primary username. */
@@ -184,7 +186,9 @@ export interface CollectionsStores {
 /** The media service as the use cases call it. */
 export type MediaClient = Pick<Client<typeof MediaService>,
   "insertCollectionLink" | "moveCollectionLink" | "countCollectionMedia" | "applyCollectionLifecycle" | "exportCollectionMedia">;
+/** The social service as the use cases call it (handles). */
 export type SocialClient = Pick<Client<typeof SocialService>, "resolvePublishHandle" | "resolveHandle" | "listFollowedHandles">;
+/** The auth service as the use cases call it (users and their plans). */
 export type AuthClient = Pick<Client<typeof AuthService>, "getUsers">;
 
 /** Everything createCollectionsApp wires together. */

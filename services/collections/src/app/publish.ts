@@ -7,6 +7,7 @@ import type { CollectionRow } from "../domain/collection-json.js";
 import { decidePublish, decideUnpublish, handleResolution, normalizeSlug, type AccessLevel, type AliasChoice, type PublishState } from "../domain/rules.js";
 import { changeOf, ownedCollection, type AppContext } from "./context.js";
 
+/** collections.publish as the use case takes it (request defaults applied). */
 export interface PublishInput {
   slug: string;
   shareAccessLevel?: AccessLevel;
@@ -22,6 +23,7 @@ function stateOf(r: CollectionRow): PublishState {
   };
 }
 
+/** Publish and unpublish. */
 export function publishUseCases(app: AppContext) {
   return {
     /** The published row; shareAccessLevelDefaulted per the publish rules. */

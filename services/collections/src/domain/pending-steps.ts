@@ -28,6 +28,7 @@ export interface MoveLinkStep {
   ownerUserId: string;
 }
 
+/** What a step has to make media do. */
 export type StepWork = CreateLinkStep | MoveLinkStep;
 
 /**
@@ -36,6 +37,7 @@ export type StepWork = CreateLinkStep | MoveLinkStep;
  */
 export type StepState = "pending" | "compensating";
 
+/** A recorded step and its undo's progress. */
 export interface PendingStep {
   id: number;
   work: StepWork;

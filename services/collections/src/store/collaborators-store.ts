@@ -6,6 +6,7 @@ import type { CollaboratorsStore, PendingInvite } from "../app/ports.js";
 
 const COLUMNS = ["collection_id", "user_id", "inviter_user_id", "status", "can_upload", "can_edit", "can_delete", "created_at", "responded_at"];
 
+/** The collaborators store on the pool or a unit's transaction. */
 export function createCollaboratorsStore(q: Queryable): CollaboratorsStore {
   const row = (collectionId: number, userId: string) => q("collaborators").where({ collection_id: collectionId, user_id: userId });
   return {

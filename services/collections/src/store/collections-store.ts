@@ -58,6 +58,7 @@ function scopeSql(scope: Scope, match: string): string {
 
 const isGenerous = (s: Scope) => s === "own" || s === "shared";
 
+/** The collections store on the pool or a unit's transaction. */
 export function createCollectionsStore(q: Queryable): CollectionsStore {
   const live = (userId: string, parentId: number | null) => q("collections").where({ user_id: userId, is_deleted: false })
     .modify((b) => (parentId === null ? b.whereNull("parent_id") : b.where("parent_id", parentId)));

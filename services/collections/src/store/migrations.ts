@@ -1,6 +1,7 @@
 /** The collections schema: collections, likes, slug reservations, purge tombstones, collaborators, pending steps. */
 import { createImmutableUnaccent, type MigrationList } from "@cms/platform";
 
+/** The collections schema's migrations, in order (run at start by the launcher). */
 export const collectionsMigrations: MigrationList = [
   ["20261122000000_collections", {
     async up(knex) {

@@ -30,6 +30,7 @@ function stepOf(r: StepRow): PendingStep {
   };
 }
 
+/** The pending steps store on the pool or a unit's transaction. */
 export function createPendingStepsStore(q: Queryable): PendingStepsStore {
   return {
     async add(work, nextAttemptAt) {
