@@ -17,7 +17,7 @@ const USAGE = `usage: npm run -s admin -- <command>
   apikey create [--label <text>]
   service create <name>
   keys generate
-  jobs run retention [--now <ISO 8601>]`;
+  jobs run retention|pending_steps [--now <ISO 8601>]`;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`${message}\n`);

@@ -11,7 +11,7 @@ import {
 } from "@cms/contracts/collections/v1/collections_pb";
 import { renderObject } from "@cms/gateway/render";
 import type { CollectionRow } from "../src/domain/collection-json.js";
-import type { CollaboratorRow } from "../src/app/collaborators.js";
+import type { CollaboratorRow } from "../src/domain/invites.js";
 import {
   collaboratorMessage, collectionMessage, deleteResponse, inviteMessage, listResponse, receivedInviteMessage, restoreResponse, searchResponse,
   sentInviteMessage, uploadTargetsMessage,

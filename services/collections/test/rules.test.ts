@@ -1,9 +1,9 @@
 /** The collections service's domain rules, without I/O. */
 import test from "ava";
-import { AppError } from "@cms/platform";
+import { AppError, normalizeTags } from "@cms/platform";
 import {
   DEFAULT_PLAYBACK_PREFS, decidePublish, decideUnpublish, decideUpdateVisibility, handleResolution, normalizePlaybackPrefs,
-  normalizeSlug, normalizeTags, restorableUntil, restoreWindowDays, toCsv, wouldCycle, type PublishState,
+  normalizeSlug, restorableUntil, restoreWindowDays, toCsv, wouldCycle, type PublishState,
 } from "../src/domain/rules.js";
 
 const fresh: PublishState = { shareAccessLevel: "private", shareAccessConfigured: false, searchable: false, isPublished: false, openFullscreen: false };
@@ -98,10 +98,10 @@ test("slugs are normalized: lowercase, accents folded, single hyphens", (t) => {
 });
 
 test("tags: lowercase, trimmed, deduplicated, at most 10", (t) => {
-  t.deepEqual(normalizeTags(["A", " a ", "B"]), ["a", "b"]);
-  t.is(code(() => normalizeTags(Array.from({ length: 11 }, (_, i) => `t${i}`))), "invalid_request:tags");
-  t.deepEqual(normalizeTags(Array.from({ length: 12 }, (_, i) => `t${i % 10}`)).length, 10);
-  t.is(code(() => normalizeTags(["  "])), "invalid_request:tags");
+  t.deepEqual(normalizeTags(["A", " a ", "B"], "collection"), ["a", "b"]);
+  t.is(code(() => normalizeTags(Array.from({ length: 11 }, (_, i) => `t${i}`), "collection")), "invalid_request:tags");
+  t.deepEqual(normalizeTags(Array.from({ length: 12 }, (_, i) => `t${i % 10}`), "collection").length, 10);
+  t.is(code(() => normalizeTags(["  "], "collection")), "invalid_request:tags");
 });
 
 test("restore windows: free 7, paid 7, founding 30 days", (t) => {

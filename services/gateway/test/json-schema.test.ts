@@ -97,7 +97,7 @@ test("min/max from gte/lte and defaults from default_json", (t) => {
   t.deepEqual(p.offset, { type: "integer", minimum: 0, maximum: INT32_MAX, default: 0 });
   t.is(requestSchema(ListCollectionsRequestSchema).required, undefined, "no field of list is required");
   const search = propsOf(requestSchema(SearchCollectionsRequestSchema));
-  t.deepEqual(search.limit, { type: "integer", minimum: 1, maximum: 50 });
+  t.deepEqual(search.limit, { type: "integer", minimum: 1, maximum: 50, default: 20 });
   t.deepEqual(search.query, { type: "string", minLength: 3, maxLength: 200 });
 });
 

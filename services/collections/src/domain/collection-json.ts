@@ -1,4 +1,4 @@
-/** Collection rows, the columns they are read from, the selectable fields and the share URL. */
+/** Collection rows, the selectable fields, viewer permissions and the share URL. */
 import type { AccessLevel } from "./rules.js";
 
 export interface CollectionRow {
@@ -33,22 +33,6 @@ export interface CollectionRow {
   updated_at: Date;
 }
 
-/**
- * Columns read into a CollectionRow: everything but the generated search columns, which are
- * only used in WHERE clauses and are costly to transfer and parse (tsvector text).
- */
-export const COLLECTION_COLUMNS: string[] = [
-  "id", "user_id", "name", "description", "tags", "thumbnail_url", "cover_thumbnail_url", "is_nsfw",
-  "share_access_level", "share_access_configured", "searchable", "is_published", "published_at", "share_slug",
-  "share_id", "publish_alias_id", "publish_handle", "open_fullscreen", "playback_prefs", "position", "is_archived",
-  "is_deleted", "deleted_at", "deleted_with", "parent_id", "views", "likes", "created_at", "updated_at",
-];
-
-/** The same columns qualified by a table alias, for raw SQL. */
-export function columnsOf(alias: string): string {
-  return COLLECTION_COLUMNS.map((c) => `${alias}.${c}`).join(", ");
-}
-
 /** Field names collections.list `fields` may select (fields of collections.v1.Collection). */
 export const SELECTABLE_FIELDS = [
   "id", "name", "description", "tags", "thumbnail_url", "created_at", "share_id", "user_id", "position",
@@ -62,6 +46,16 @@ export interface ViewerPermissions {
   can_upload: boolean;
   can_edit: boolean;
   can_delete: boolean;
+}
+
+/** An accepted collaborator's flags on a collection. */
+export interface Membership { can_upload: boolean; can_edit: boolean; can_delete: boolean }
+
+/** What `userId` may do on the collection: everything as its owner, the flags as a collaborator, else nothing. */
+export function permissionsOf(row: Pick<CollectionRow, "user_id">, userId: string | undefined, m: Membership | undefined): ViewerPermissions {
+  if (userId && row.user_id === userId) return { is_owner: true, can_read: true, can_upload: true, can_edit: true, can_delete: true };
+  if (m) return { is_owner: false, can_read: true, ...m };
+  return { is_owner: false, can_read: false, can_upload: false, can_edit: false, can_delete: false };
 }
 
 /** {app_url}/{publish handle}/{slug} while published; null otherwise. */

@@ -9,6 +9,19 @@ import type { AccessLevel } from "./rules.js";
 export interface Permissions { can_upload: boolean; can_edit: boolean; can_delete: boolean }
 export type PermissionPatch = Partial<Permissions>;
 
+/** An invite's state: pending until the invitee answers. */
+export type InviteStatus = "pending" | "accepted" | "declined";
+
+/** A row of collaborators: an invite, or (accepted) a collaborator. */
+export interface CollaboratorRow extends Permissions {
+  collection_id: number;
+  user_id: string;
+  inviter_user_id: string;
+  status: InviteStatus;
+  created_at: Date;
+  responded_at: Date | null;
+}
+
 export const DEFAULT_INVITE_PERMISSIONS: Readonly<Permissions> = Object.freeze({ can_upload: true, can_edit: false, can_delete: false });
 
 export const INVITE_CAPS = Object.freeze({ perHour: 15, perDay: 50, pendingPerCollection: 20 });

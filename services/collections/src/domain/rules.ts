@@ -1,25 +1,11 @@
 /**
  * The collections service's rules as plain functions: publish rules, searchable, playback
- * preferences, slugs, tags, restore windows, cycles and CSV. No I/O here.
+ * preferences, slugs, restore windows, cycles and CSV (tags: normalizeTags of the platform). No I/O here.
  */
 import { AppError } from "@cms/platform";
 
 export const ACCESS_LEVELS = ["private", "public", "registered", "restricted"] as const;
 export type AccessLevel = (typeof ACCESS_LEVELS)[number];
-
-// ---- tags ----------------------------------------------------------------------------------
-
-/** Lowercase, trimmed, deduplicated; at most 10. */
-export function normalizeTags(tags: readonly string[], field = "tags"): string[] {
-  const out: string[] = [];
-  for (const t of tags) {
-    const v = t.trim().toLowerCase();
-    if (!v) throw new AppError("invalid_request", `Tags must not be empty.`, { field });
-    if (!out.includes(v)) out.push(v);
-  }
-  if (out.length > 10) throw new AppError("invalid_request", "At most 10 tags per collection.", { field });
-  return out;
-}
 
 // ---- playback preferences ------------------------------------------------------------------
 

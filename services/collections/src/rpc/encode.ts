@@ -17,7 +17,7 @@ import { shareUrl, type CollectionRow, type ViewerPermissions } from "../domain/
 import type { CollectionList, Page } from "../app/crud.js";
 import type { Hit, SearchResult } from "../app/discovery.js";
 import type { DeleteOutcome, RestoreOutcome } from "../app/lifecycle.js";
-import type { CollaboratorRow } from "../app/collaborators.js";
+import type { CollaboratorRow } from "../domain/invites.js";
 
 type Init<T extends DescMessage> = MessageInitShape<T>;
 

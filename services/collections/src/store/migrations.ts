@@ -1,6 +1,7 @@
-/** The collections schema: collections, likes, slug reservations, purge tombstones, collaborators. */
+/** The collections schema: collections, likes, slug reservations, purge tombstones, collaborators, pending steps. */
 import { createImmutableUnaccent, type MigrationList } from "@cms/platform";
 
+/** The collections schema's migrations, in order (run at start by the launcher). */
 export const collectionsMigrations: MigrationList = [
   ["20261122000000_collections", {
     async up(knex) {
@@ -113,6 +114,36 @@ export const collectionsMigrations: MigrationList = [
     async up(knex) {
       await knex.raw("CREATE INDEX collections_thumbnail_url ON collections (thumbnail_url) WHERE thumbnail_url IS NOT NULL");
       await knex.raw("CREATE INDEX collections_cover_thumbnail_url ON collections (cover_thumbnail_url) WHERE cover_thumbnail_url IS NOT NULL");
+    },
+  }],
+  // Orders the collection.lifecycle events (soft_deleted, restored, purged): the media service
+  // ignores a change older than the last one it applied to a collection.
+  ["20261124000000_collection_lifecycle_version", {
+    async up(knex) {
+      await knex.raw("CREATE SEQUENCE collection_lifecycle_version AS bigint");
+    },
+  }],
+  // Steps spanning the collections and media services, recorded with the collections change and
+  // removed once media followed (../domain/pending-steps.ts). The recovery job (pending_steps)
+  // undoes what a crash or an outage left.
+  ["20261124010000_pending_steps", {
+    async up(knex) {
+      await knex.schema.createTable("pending_steps", (t) => {
+        t.bigIncrements("id");
+        // create_link | move_link
+        t.text("kind").notNullable();
+        t.bigInteger("collection_id").notNullable();
+        t.jsonb("payload").notNullable();
+        // pending | compensating
+        t.text("state").notNullable().defaultTo("pending");
+        t.integer("attempts").notNullable().defaultTo(0);
+        t.timestamp("next_attempt_at", { useTz: true }).notNullable();
+        t.text("last_error");
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.timestamp("updated_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.index(["next_attempt_at"]);
+        t.index(["collection_id"]);
+      });
     },
   }],
 ];

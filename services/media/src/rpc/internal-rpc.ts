@@ -10,7 +10,10 @@ import { mediaMessage } from "./encode.js";
 import { insertLinkRow, lockCollection, nextPosition, renumber, storeKeysOf } from "../store/media-store.js";
 
 type Internal = Pick<ServiceImpl<typeof MediaService>,
-  "insertCollectionLink" | "moveCollectionLink" | "countCollectionMedia" | "deleteCollectionMedia" | "exportCollectionMedia">;
+  "insertCollectionLink" | "moveCollectionLink" | "countCollectionMedia" | "applyCollectionLifecycle" | "exportCollectionMedia">;
+
+/** The media-side mode of each collection lifecycle action. */
+const MODE_OF: Record<string, "soft" | "restore" | "hard"> = { soft_deleted: "soft", restored: "restore", purged: "hard" };
 
 export function internalHandlers(ctx: ServiceContext): Internal {
   const { db, bus } = ctx;
@@ -61,10 +64,13 @@ export function internalHandlers(ctx: ServiceContext): Internal {
       return { counts: ids.map((id) => ({ collectionId: BigInt(id), count: byId.get(id) ?? 0 })) };
     },
 
-    async deleteCollectionMedia(req) {
+    // A stand-in until the media service follows collection.lifecycle itself (with its version
+    // check): the former DeleteCollectionMedia work, each action mapped to its mode.
+    async applyCollectionLifecycle(req) {
       const ids = req.collectionIds.map(Number);
+      const mode = MODE_OF[req.action];
       const affected = await db.transaction(async (trx) => {
-        switch (req.mode) {
+        switch (mode) {
           case "soft": {
             const hidden = { is_deleted: true, deleted_at: trx.fn.now(), deleted_with_collection: true, updated_at: trx.fn.now() };
             const own = await trx("media").whereIn("collection_id", ids).where({ is_deleted: false }).update(hidden);

@@ -1,0 +1,278 @@
+/**
+ * The knex adapter of the collections schema's stores (../app/ports.ts). It works on whatever it
+ * is given: the pool, or the transaction of a unit of work.
+ */
+import type { Queryable } from "@cms/platform";
+import type { CollectionRow } from "../domain/collection-json.js";
+import type {
+  CollectionPatch, CollectionsStore, CollectionsStores, CoverRow, ListFilter, NewCollection, RowPage, Scope, Searcher, SortBy,
+} from "../app/ports.js";
+import { createCollaboratorsStore } from "./collaborators-store.js";
+import { createPendingStepsStore } from "./pending-steps-store.js";
+
+/**
+ * Columns read into a CollectionRow: everything but the generated search columns, which are
+ * only used in WHERE clauses and are costly to transfer and parse (tsvector text).
+ */
+export const COLLECTION_COLUMNS: string[] = [
+  "id", "user_id", "name", "description", "tags", "thumbnail_url", "cover_thumbnail_url", "is_nsfw",
+  "share_access_level", "share_access_configured", "searchable", "is_published", "published_at", "share_slug",
+  "share_id", "publish_alias_id", "publish_handle", "open_fullscreen", "playback_prefs", "position", "is_archived",
+  "is_deleted", "deleted_at", "deleted_with", "parent_id", "views", "likes", "created_at", "updated_at",
+];
+
+/** The same columns qualified by a table alias, for raw SQL. */
+function columnsOf(alias: string): string {
+  return COLLECTION_COLUMNS.map((c) => `${alias}.${c}`).join(", ");
+}
+
+function escapeLike(s: string): string {
+  return s.replace(/[\\%_]/g, (ch) => `\\${ch}`);
+}
+
+// Search: each scope is its own indexed subquery; the union is ranked with own hits first. Own
+// and shared collections match generously (substring, accent-insensitive, trigram word
+// similarity, full text); public, following and liked scopes strictly (every query word, or a
+// substring of the name) and show only published + public (+ searchable for strangers) ones.
+// Word similarity 0.5 tolerates a transposition or a missing letter in a word ("montrael").
+const GENEROUS = `(c.search_text LIKE '%' || :q || '%' OR word_similarity(:q, c.search_text) >= 0.5 OR c.search_tsv @@ plainto_tsquery('simple', :q))`;
+const STRICT = `(c.search_tsv @@ plainto_tsquery('simple', :q) OR lower(immutable_unaccent(c.name)) LIKE '%' || :q || '%')`;
+const SCORE = `(CASE WHEN c.search_text LIKE '%' || :q || '%' THEN 1 ELSE 0 END + word_similarity(:q, c.search_text) + ts_rank(c.search_tsv, plainto_tsquery('simple', :q)))`;
+const VISIBLE_PUBLIC = `c.is_published AND c.share_access_level = 'public' AND NOT c.is_archived`;
+
+function scopeSql(scope: Scope, match: string): string {
+  const base = `SELECT c.id, ${SCORE} AS score FROM collections c WHERE NOT c.is_deleted AND c.parent_id IS NULL`;
+  switch (scope) {
+    case "own":
+      return `${base} AND c.user_id = :me AND NOT c.is_archived AND ${match}`;
+    case "shared":
+      return `${base} AND c.id IN (SELECT collection_id FROM collaborators WHERE user_id = :me AND status = 'accepted') AND NOT c.is_archived AND ${match}`;
+    case "public":
+      return `${base} AND ${VISIBLE_PUBLIC} AND c.searchable AND c.user_id IS DISTINCT FROM :me AND ${match}`;
+    case "following":
+      return `${base} AND ${VISIBLE_PUBLIC} AND (c.user_id, coalesce(CAST(c.publish_alias_id AS text), '')) IN (SELECT * FROM unnest(CAST(:followUsers AS uuid[]), CAST(:followAliases AS text[]))) AND ${match}`;
+    case "liked":
+      return `${base} AND ${VISIBLE_PUBLIC} AND c.id IN (SELECT collection_id FROM likes WHERE user_id = :me) AND ${match}`;
+  }
+}
+
+const isGenerous = (s: Scope) => s === "own" || s === "shared";
+
+/** The collections store on the pool or a unit's transaction. */
+export function createCollectionsStore(q: Queryable): CollectionsStore {
+  const live = (userId: string, parentId: number | null) => q("collections").where({ user_id: userId, is_deleted: false })
+    .modify((b) => (parentId === null ? b.whereNull("parent_id") : b.where("parent_id", parentId)));
+
+  async function params(query: string, who: Searcher) {
+    const { rows: [norm] } = await q.raw("SELECT lower(immutable_unaccent(?)) AS q", [query.trim()]);
+    return { q: escapeLike(norm.q as string), me: who.userId, followUsers: who.follows.users, followAliases: who.follows.aliases };
+  }
+
+  /**
+   * The total of a paged query from its window count; a page past the end has no row to carry
+   * it, so the count is then asked on its own (the total stays true at any offset).
+   */
+  async function pageTotal(rows: Array<{ total?: unknown }>, offset: number, countSql: string, bindings: Record<string, unknown>): Promise<number> {
+    if (rows.length) return Number(rows[0]!.total);
+    if (offset === 0) return 0;
+    const { rows: counted } = await q.raw(countSql, bindings);
+    return Number(counted[0].total);
+  }
+
+  return {
+    async byId(id, opts = {}) {
+      const b = q("collections").where({ id }).first(COLLECTION_COLUMNS);
+      if (opts.lock) b.forUpdate();
+      return b as Promise<CollectionRow | undefined>;
+    },
+    async lockAll(ids) {
+      if (ids.length) await q("collections").whereIn("id", ids).orderBy("id").forUpdate().select("id");
+    },
+    async reserveId() {
+      const { rows } = await q.raw("SELECT nextval(pg_get_serial_sequence('collections', 'id')) AS id");
+      return Number(rows[0].id);
+    },
+    async insert(values: NewCollection) {
+      const { id, ...rest } = values;
+      const [row] = await q("collections").insert(id === undefined ? rest : values).returning(COLLECTION_COLUMNS);
+      return row as CollectionRow;
+    },
+    async update(id, patch: CollectionPatch) {
+      const [row] = await q("collections").where({ id }).update(patch).returning(COLLECTION_COLUMNS);
+      return row as CollectionRow;
+    },
+    async remove(ids) {
+      if (!ids.length) return;
+      // Children first would need an order; detaching the set from its parents lets one DELETE go.
+      await q("collections").whereIn("id", ids).update({ parent_id: null });
+      await q("collections").whereIn("id", ids).delete();
+    },
+    async nameTaken(userId, parentId, name) {
+      return Boolean(await live(userId, parentId).where({ name }).first("id"));
+    },
+    async nextPosition(userId, parentId) {
+      const row = await live(userId, parentId).max<{ max: number | null }>("position as max").first();
+      return row?.max === null || row?.max === undefined ? 0 : Number(row.max) + 1;
+    },
+    async addView(id) {
+      await q("collections").where({ id }).increment("views", 1);
+    },
+    async publishedBySlug(userId, slug, handle) {
+      return q("collections").where({ user_id: userId, share_slug: slug, is_published: true, is_deleted: false })
+        .whereRaw("lower(publish_handle) = lower(?)", [handle]).first(COLLECTION_COLUMNS) as Promise<CollectionRow | undefined>;
+    },
+    async ownedAmong(userId, ids, includeArchived) {
+      const b = q("collections").select(COLLECTION_COLUMNS).whereIn("id", ids).where({ user_id: userId, is_deleted: false });
+      if (!includeArchived) b.where({ is_archived: false });
+      return b as Promise<CollectionRow[]>;
+    },
+    async list(f: ListFilter): Promise<RowPage<CollectionRow>> {
+      const b = q("collections").where({ is_deleted: false });
+      if (f.parentId !== undefined) b.where({ parent_id: f.parentId });
+      else {
+        b.where({ user_id: f.userId });
+        if (!f.includeSubcollections) b.whereNull("parent_id");
+      }
+      if (!f.includeArchived) b.where({ is_archived: false });
+      if (f.nameContains) b.whereRaw("name ILIKE ?", [`%${escapeLike(f.nameContains)}%`]);
+      if (f.tag) b.whereRaw("? = ANY(tags)", [f.tag.toLowerCase()]);
+      if (f.isNsfw !== undefined) b.where({ is_nsfw: f.isNsfw });
+      const [{ total }] = await b.clone().count<{ total: number }[]>("* as total");
+      const rows = await b.select(COLLECTION_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(f.limit).offset(f.offset);
+      return { rows: rows as CollectionRow[], total: Number(total) };
+    },
+    async ownedForReorder(userId) {
+      return q("collections").select(COLLECTION_COLUMNS).where({ user_id: userId, is_deleted: false })
+        .orderBy([{ column: "position" }, { column: "id" }]).forUpdate() as Promise<CollectionRow[]>;
+    },
+    async setPosition(id, position) {
+      await q("collections").where({ id }).update({ position, updated_at: new Date() });
+    },
+    async subtreeIds(id, opts = {}) {
+      const { rows } = await q.raw(
+        `WITH RECURSIVE t AS (
+           SELECT id FROM collections WHERE id = ?
+           UNION ALL SELECT c.id FROM collections c JOIN t ON c.parent_id = t.id ${opts.includeDeleted ? "" : "WHERE NOT c.is_deleted"}
+         ) SELECT id FROM t`,
+        [id],
+      );
+      return rows.map((r: { id: number }) => Number(r.id));
+    },
+    async ancestorIds(id) {
+      const { rows } = await q.raw(
+        `WITH RECURSIVE a AS (
+           SELECT parent_id AS id, 1 AS depth FROM collections WHERE id = ?
+           UNION ALL SELECT c.parent_id, a.depth + 1 FROM collections c JOIN a ON c.id = a.id WHERE a.depth < 1000
+         ) SELECT id FROM a WHERE id IS NOT NULL ORDER BY depth`,
+        [id],
+      );
+      return rows.map((r: { id: number }) => Number(r.id));
+    },
+    async firstDeletedAmong(ids) {
+      if (!ids.length) return undefined;
+      const row = await q("collections").whereIn("id", ids).where({ is_deleted: true }).first("id");
+      return row ? Number(row.id) : undefined;
+    },
+    async liveAmong(ids) {
+      if (!ids.length) return [];
+      return (await q("collections").whereIn("id", ids).where({ is_deleted: false }).pluck("id")).map(Number);
+    },
+    async deletedWith(id) {
+      return (await q("collections").where({ deleted_with: id }).pluck("id")).map(Number);
+    },
+    async markDeleted(id, others, at) {
+      await q("collections").where({ id }).update({ is_deleted: true, deleted_at: at, deleted_with: null, updated_at: at });
+      if (others.length) await q("collections").whereIn("id", others).update({ is_deleted: true, deleted_at: at, deleted_with: id, updated_at: at });
+    },
+    async markRestored(ids, at) {
+      await q("collections").whereIn("id", ids).update({ is_deleted: false, deleted_at: null, deleted_with: null, updated_at: at });
+    },
+    async coversOf(ids) {
+      if (!ids.length) return [];
+      return q("collections").whereIn("id", ids).select("id", "is_deleted", "thumbnail_url", "cover_thumbnail_url") as Promise<CoverRow[]>;
+    },
+    async deletedRootsBefore(before) {
+      return q("collections").where({ is_deleted: true }).whereNull("deleted_with").where("deleted_at", "<", before)
+        .select("id", "user_id", "deleted_at") as Promise<Array<{ id: number; user_id: string; deleted_at: Date }>>;
+    },
+    async addTombstones(rows) {
+      if (rows.length) await q("purged_collections").insert(rows).onConflict("id").ignore();
+    },
+    async tombstone(id) {
+      return q("purged_collections").where({ id }).first("user_id") as Promise<{ user_id: string } | undefined>;
+    },
+    async nextLifecycleVersion() {
+      const { rows } = await q.raw("SELECT nextval('collection_lifecycle_version') AS v");
+      return Number(rows[0].v);
+    },
+    async slugHolder(userId, slug) {
+      const row = await q("reserved_slugs").where({ user_id: userId, slug }).first("collection_id");
+      return row ? Number(row.collection_id) : undefined;
+    },
+    async reserveSlug(userId, slug, collectionId) {
+      await q("reserved_slugs").insert({ user_id: userId, slug, collection_id: collectionId });
+    },
+    async addLike(userId, id) {
+      const ins = await q("likes").insert({ user_id: userId, collection_id: id }).onConflict(["user_id", "collection_id"]).ignore().returning("collection_id");
+      return ins.length > 0;
+    },
+    async removeLike(userId, id) {
+      return (await q("likes").where({ user_id: userId, collection_id: id }).delete()) > 0;
+    },
+    async adjustLikes(id, delta) {
+      const [r] = await q("collections").where({ id }).increment("likes", delta).returning("likes");
+      return Number(r.likes);
+    },
+    async liked(userId, limit, offset) {
+      // (The items carry no liked_at: the answer never had it.)
+      const base = q("likes as l").join("collections as c", "c.id", "l.collection_id")
+        .where("l.user_id", userId).where("c.is_deleted", false).where("c.is_published", true).where("c.share_access_level", "public");
+      const [{ total }] = await base.clone().count<{ total: number }[]>("* as total");
+      const rows = await base.select(COLLECTION_COLUMNS.map((c) => `c.${c}`)).orderBy("l.created_at", "desc").limit(limit).offset(offset);
+      return { rows: rows as CollectionRow[], total: Number(total) };
+    },
+    async search(query, scopes, who, limit, offset) {
+      const p = await params(query, who);
+      const union = scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ");
+      const hits = `WITH hits AS (SELECT id, max(score) AS score FROM (${union}) u GROUP BY id)`;
+      const sql = `${hits}
+        SELECT ${columnsOf("c")}, h.score, (c.user_id = :me) AS is_own, count(*) OVER () AS total
+        FROM hits h JOIN collections c ON c.id = h.id
+        ORDER BY (c.user_id = :me) DESC NULLS LAST, h.score DESC, c.id DESC
+        LIMIT :limit OFFSET :offset`;
+      const { rows } = await q.raw(sql, { ...p, limit, offset });
+      const total = await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p);
+      return { rows, total };
+    },
+    async countPublicMatches(query, who) {
+      const p = await params(query, who);
+      const { rows } = await q.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT)}) p`, p);
+      return Number(rows[0].n);
+    },
+    async browse(scopes, who, tags, sortBy: SortBy, limit, offset) {
+      const p = { q: "", me: who.userId, followUsers: who.follows.users, followAliases: who.follows.aliases, tags };
+      const union = scopes.map((s) => scopeSql(s, "TRUE")).join(" UNION ALL ");
+      const order = sortBy === "recent" ? "coalesce(c.published_at, c.created_at) DESC" : sortBy === "likes" ? "c.likes DESC" : "c.views DESC";
+      const where = `WHERE c.id IN (SELECT id FROM (${union}) u) ${tags.length ? "AND c.tags && CAST(:tags AS text[])" : ""}`;
+      const sql = `SELECT ${columnsOf("c")}, count(*) OVER () AS total FROM collections c ${where}
+        ORDER BY ${order}, c.id DESC LIMIT :limit OFFSET :offset`;
+      const { rows } = await q.raw(sql, { ...p, limit, offset });
+      const total = await pageTotal(rows, offset, `SELECT count(*) AS total FROM collections c ${where}`, p);
+      return { rows, total };
+    },
+    async coverKeysAmong(keys) {
+      if (!keys.length) return [];
+      const { rows } = await q.raw(
+        `SELECT k FROM unnest(?::text[]) AS k WHERE EXISTS (SELECT 1 FROM collections WHERE thumbnail_url = k)
+            OR EXISTS (SELECT 1 FROM collections WHERE cover_thumbnail_url = k)`,
+        [keys],
+      );
+      return rows.map((r: { k: string }) => r.k);
+    },
+  };
+}
+
+/** Every store of the collections schema over one query runner (the pool, or a unit's transaction). */
+export function createCollectionsStores(q: Queryable): CollectionsStores {
+  return { collections: createCollectionsStore(q), collaborators: createCollaboratorsStore(q), steps: createPendingStepsStore(q) };
+}
