@@ -32,6 +32,12 @@ export const mediaModule: ServiceModule = {
       const outcome = await app.objects.removeOrphaned((event.payload.store_keys as string[]) ?? []);
       ctx.log.debug(outcome, "removed orphaned objects");
     });
+    // The media side of collections deleted, restored or purged; idempotent by version (the
+    // collections service also calls ApplyCollectionLifecycle right after its commit).
+    await ctx.bus.subscribe("collection-lifecycle", EVENTS.collectionLifecycle, async (event) => {
+      const affected = await app.lifecycle.consume(event);
+      ctx.log.debug({ affected, ...event.payload }, "applied collection lifecycle");
+    });
     const nowOf = (args: Record<string, unknown>) => (args.now ? new Date(String(args.now)) : new Date());
     const jobs = {
       upload_cleanup: (args: Record<string, unknown>) => app.jobs.uploadCleanup(nowOf(args)),

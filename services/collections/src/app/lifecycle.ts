@@ -1,8 +1,26 @@
 /** Soft and hard deletion, restore within the plan window, and the retention job. */
-import { AppError, isUniqueViolation, type Caller } from "@cms/platform";
+import { AppError, emitCollectionLifecycle, isUniqueViolation, type Caller, type CollectionLifecycle, type Queryable } from "@cms/platform";
 import { COLLECTION_COLUMNS, type CollectionRow } from "../domain/collection-json.js";
 import { restorableUntil, type Plan } from "../domain/rules.js";
 import { ancestorIds, duplicateName, emitUpdated, orphanObjects, findCollection, notFound, ownedCollection, subtreeIds, type Deps } from "./deps.js";
+
+/** The next lifecycle version (a sequence: increases with every lifecycle change, across replicas). */
+async function nextVersion(q: Queryable): Promise<number> {
+  const { rows } = await q.raw("SELECT nextval('collection_lifecycle_version') AS v");
+  return Number(rows[0].v);
+}
+
+/**
+ * After the commit, the media service follows at once (so that a read right after sees it); a
+ * failure is only logged: the collection.lifecycle event written with the change guarantees it.
+ */
+async function applyToMedia(deps: Deps, change: CollectionLifecycle): Promise<void> {
+  try {
+    await deps.media.applyCollectionLifecycle({ collectionIds: change.collectionIds.map(BigInt), action: change.action, version: BigInt(change.version) });
+  } catch (err) {
+    deps.ctx.log.warn({ err, ...change }, "media did not apply a collection lifecycle change now; the outbox event will");
+  }
+}
 
 export interface DeleteInput { mode: "soft" | "hard"; cascadeMedia: boolean; confirm: boolean; dryRun: boolean }
 
@@ -44,9 +62,9 @@ export async function deleteCollection(deps: Deps, caller: Caller, id: number, i
     // Everything under it goes, sub-collections soft-deleted earlier on their own included (the
     // rows would go anyway with their parent; their media must not stay behind).
     const all = await subtreeIds(db, id, { includeDeleted: true });
-    // Media first (their stored objects go after the rows, through the bus), then the rows.
-    await deps.media.deleteCollectionMedia({ collectionIds: all.map(BigInt), mode: "hard" });
-    await db.transaction(async (trx) => {
+    // The rows first; their media follow through collection.lifecycle (their stored objects after them).
+    const uow = deps.ctx.unitOfWork((q) => q);
+    const change = await uow(async (trx, events) => {
       const gone = await trx("collections").whereIn("id", all).select("id", "is_deleted", "thumbnail_url", "cover_thumbnail_url");
       await orphanObjects(deps, trx, gone.flatMap((c) => [c.thumbnail_url, c.cover_thumbnail_url]));
       // A soft-deleted one was restorable: a late restore of it answers 410, not 404.
@@ -55,23 +73,30 @@ export async function deleteCollection(deps: Deps, caller: Caller, id: number, i
       await trx("collections").whereIn("id", all).update({ parent_id: null });
       await trx("collections").whereIn("id", all).delete();
       await emitUpdated(deps, trx, row, "deleted");
+      const c: CollectionLifecycle = { collectionIds: all, action: "purged", version: await nextVersion(trx) };
+      await emitCollectionLifecycle(events, c);
+      return c;
     });
     deps.ctx.bus.flush();
+    await applyToMedia(deps, change);
     return { kind: "hard", collectionId: id, collectionIds: ids, media: totalMedia };
   }
   if (ownMedia > 0 && !input.cascadeMedia) {
     throw new AppError("collection_not_empty", `Collection ${id} holds ${ownMedia} media item(s); pass cascade_media=true to soft-delete them with it, or mode=hard.`, { media_count: ownMedia });
   }
   const deletedAt = new Date();
-  await db.transaction(async (trx) => {
+  const change = await deps.ctx.unitOfWork((q) => q)(async (trx, events) => {
     await trx("collections").where({ id }).update({ is_deleted: true, deleted_at: deletedAt, deleted_with: null, updated_at: deletedAt });
     const rest = ids.filter((x) => x !== id);
     if (rest.length) await trx("collections").whereIn("id", rest).update({ is_deleted: true, deleted_at: deletedAt, deleted_with: id, updated_at: deletedAt });
-    // Always: besides the media inside, a sub-collection's link row in its parent is hidden too.
-    await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "soft" });
     await emitUpdated(deps, trx, row, "deleted");
+    // Always: besides the media inside, a sub-collection's link row in its parent is hidden too.
+    const c: CollectionLifecycle = { collectionIds: ids, action: "soft_deleted", version: await nextVersion(trx) };
+    await emitCollectionLifecycle(events, c);
+    return c;
   });
   deps.ctx.bus.flush();
+  await applyToMedia(deps, change);
   return { kind: "soft", collectionId: id, collectionIds: ids, media: totalMedia, restorableUntil: restorableUntil(deletedAt, caller.plan) };
 }
 
@@ -107,21 +132,19 @@ export async function restoreCollection(deps: Deps, caller: Caller, id: number, 
   if (input.dryRun) return { kind: "preview", restorableUntil: until, row };
   const ids: number[] = [id, ...(await db("collections").where({ deleted_with: id }).pluck("id")).map(Number)];
   try {
-    const restored = await db.transaction(async (trx) => {
+    const { restored, change } = await deps.ctx.unitOfWork((q) => q)(async (trx, events) => {
       await trx("collections").whereIn("id", ids).update({ is_deleted: false, deleted_at: null, deleted_with: null, updated_at: now });
-      await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "restore" });
       const r = (await trx("collections").where({ id }).first(COLLECTION_COLUMNS))!;
       await emitUpdated(deps, trx, r, "restored");
-      return r;
+      const c: CollectionLifecycle = { collectionIds: ids, action: "restored", version: await nextVersion(trx) };
+      await emitCollectionLifecycle(events, c);
+      return { restored: r, change: c };
     });
     deps.ctx.bus.flush();
+    await applyToMedia(deps, change);
     return { kind: "restored", row: restored as CollectionRow, collectionIds: ids, restorableUntil: until };
   } catch (err) {
-    if (isUniqueViolation(err)) {
-      // Media were restored inside the failed transaction's window: soft-delete them again.
-      await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "soft" }).catch(() => {});
-      throw duplicateName(row.name, row.parent_id);
-    }
+    if (isUniqueViolation(err)) throw duplicateName(row.name, row.parent_id);
     throw err;
   }
 }
@@ -153,14 +176,17 @@ export async function purgeExpired(deps: Deps, now = new Date()): Promise<{ purg
       deps.ctx.log.warn({ collection_id: root.id, live_descendants: live }, "retention: a deleted collection holds live sub-collections; not purged");
       continue;
     }
-    await deps.media.deleteCollectionMedia({ collectionIds: ids.map(BigInt), mode: "hard" });
-    await db.transaction(async (trx) => {
+    const change = await deps.ctx.unitOfWork((q) => q)(async (trx, events) => {
       const covers = await trx("collections").whereIn("id", ids).select("thumbnail_url", "cover_thumbnail_url");
       await orphanObjects(deps, trx, covers.flatMap((c) => [c.thumbnail_url, c.cover_thumbnail_url]));
       await trx("purged_collections").insert(ids.map((id) => ({ id, user_id: root.user_id }))).onConflict("id").ignore();
       await trx("collections").whereIn("id", ids).update({ parent_id: null });
       await trx("collections").whereIn("id", ids).delete();
+      const c: CollectionLifecycle = { collectionIds: ids, action: "purged", version: await nextVersion(trx) };
+      await emitCollectionLifecycle(events, c);
+      return c;
     });
+    await applyToMedia(deps, change);
     purged += ids.length;
   }
   return { purged };

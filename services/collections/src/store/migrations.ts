@@ -115,4 +115,11 @@ export const collectionsMigrations: MigrationList = [
       await knex.raw("CREATE INDEX collections_cover_thumbnail_url ON collections (cover_thumbnail_url) WHERE cover_thumbnail_url IS NOT NULL");
     },
   }],
+  // Orders the collection.lifecycle events (soft_deleted, restored, purged): the media service
+  // ignores a change older than the last one it applied to a collection.
+  ["20261124000000_collection_lifecycle_version", {
+    async up(knex) {
+      await knex.raw("CREATE SEQUENCE collection_lifecycle_version AS bigint");
+    },
+  }],
 ];

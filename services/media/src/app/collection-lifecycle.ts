@@ -7,7 +7,7 @@
  * each collection remembers the last version applied to it: the second delivery of a change, and
  * a change older than one already applied (reordering), change nothing.
  */
-import { AppError, emitCollectionUpdated, emitObjectsOrphaned } from "@cms/platform";
+import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type BusEvent } from "@cms/platform";
 import { storeKeysOf, type LifecycleAction } from "../store/media-store.js";
 import type { MediaDeps } from "./ports.js";
 
@@ -29,7 +29,7 @@ export function lifecycleChange(collectionIds: readonly unknown[], action: unkno
 }
 
 /** The consumer of collection.lifecycle and ApplyCollectionLifecycle: one code path for both. */
-export function createCollectionLifecycle({ unitOfWork }: Pick<MediaDeps, "unitOfWork">) {
+export function createCollectionLifecycle({ unitOfWork, log }: Pick<MediaDeps, "unitOfWork" | "log">) {
   /**
    * Applies the change to the collections that have not seen it (or a newer one); the number of
    * media rows changed (0 for a change already applied).
@@ -82,5 +82,22 @@ export function createCollectionLifecycle({ unitOfWork }: Pick<MediaDeps, "unitO
     });
   }
 
-  return { applyLifecycle };
+  /**
+   * The durable consumer of collection.lifecycle. A payload it cannot apply is logged and
+   * dropped (redelivering it would never succeed); a failure to apply is thrown, so the bus
+   * delivers the event again.
+   */
+  async function consume(event: Pick<BusEvent, "id" | "payload">): Promise<number> {
+    const { collection_ids: ids, action, version } = event.payload;
+    let change: LifecycleChange;
+    try {
+      change = lifecycleChange(Array.isArray(ids) ? ids : [], action, version);
+    } catch (err) {
+      log.error({ err, event_id: event.id, payload: event.payload }, "collection.lifecycle event not applicable; dropped");
+      return 0;
+    }
+    return applyLifecycle(change);
+  }
+
+  return { applyLifecycle, consume };
 }

@@ -4,15 +4,13 @@
  */
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { MediaService } from "@cms/contracts/media/v1/media_pb";
+import { lifecycleChange } from "../app/collection-lifecycle.js";
 import type { MediaApp } from "../app/media-app.js";
 import { mediaMessage } from "./encode.js";
 import { idOf, idsOf, optionalIdOf, wireId } from "./ids.js";
 
 type Internal = Pick<ServiceImpl<typeof MediaService>,
-  "insertCollectionLink" | "moveCollectionLink" | "countCollectionMedia" | "deleteCollectionMedia" | "exportCollectionMedia">;
-
-const ACTION_OF_MODE = { soft: "soft_deleted", restore: "restored", hard: "purged" } as const;
-let lastVersion = 0;
+  "insertCollectionLink" | "moveCollectionLink" | "countCollectionMedia" | "applyCollectionLifecycle" | "exportCollectionMedia">;
 
 /** Handlers of the RPCs the collections service calls. */
 export function internalHandlers({ links, lifecycle }: Pick<MediaApp, "links" | "lifecycle">): Internal {
@@ -32,13 +30,10 @@ export function internalHandlers({ links, lifecycle }: Pick<MediaApp, "links" | 
       const counts = await links.countCollectionMedia(idsOf(req.collectionIds));
       return { counts: counts.map((c) => ({ collectionId: wireId(c.collectionId), count: c.count })) };
     },
-    async deleteCollectionMedia(req) {
-      // Unversioned callers: each call is newer than the last.
-      lastVersion = Math.max(lastVersion + 1, Date.now() * 1000);
-      const affected = await lifecycle.applyLifecycle({
-        collectionIds: idsOf(req.collectionIds), action: ACTION_OF_MODE[req.mode as keyof typeof ACTION_OF_MODE], version: lastVersion,
-      });
-      return { affected };
+    // Exactly what the collection.lifecycle consumer does: whichever of the two comes second
+    // finds the version applied and changes nothing.
+    async applyCollectionLifecycle(req) {
+      return { affected: await lifecycle.applyLifecycle(lifecycleChange(idsOf(req.collectionIds), req.action, req.version)) };
     },
     async exportCollectionMedia(req) {
       const rows = await links.exportCollectionMedia(idOf(req.collectionId), req.includeArchived);
