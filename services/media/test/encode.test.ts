@@ -11,7 +11,7 @@ import {
 } from "@cms/contracts/media/v1/media_pb";
 import { MediaSchema } from "@cms/contracts/media/v1/resources_pb";
 import { renderObject } from "@cms/gateway/render";
-import type { MediaRow } from "../src/domain/media-json.js";
+import type { MediaRow } from "../src/domain/media-row.js";
 import {
   deleteMessage, describeMessage, downloadLinkMessage, finalizeMessage, listMessage, mediaMessage, noteDeleteMessage, searchMessage,
   textNoteMessage, uploadUrlMessage,

@@ -1,10 +1,11 @@
 /** Media domain rules without I/O. */
 import test from "ava";
-import { AppError } from "@cms/platform";
-import { checkName, isReservedName, isVideoHostingUrl, listHint, normalizeTags, placeholderPath, textNoteColumns, textNoteMode, textNoteThumbnail, viewerOfMime } from "../src/domain/rules.js";
-import { safeFilename } from "@cms/platform";
-import { pagePreview } from "../src/app/ingest.js";
-import { foldAccents } from "../src/app/catalogue.js";
+import { AppError, normalizeTags, safeFilename } from "@cms/platform";
+import {
+  checkName, checkOwnKey, foldAccents, isReservedName, isVideoHostingUrl, itemName, listHint, placeholderPath, textNoteColumns, textNoteMode,
+  textNoteThumbnail, viewerOfMime,
+} from "../src/domain/rules.js";
+import { pagePreview } from "../src/domain/page-preview.js";
 
 test("reserved names: a leading and trailing double underscore", (t) => {
   for (const n of ["__cover__", "__x__", " __a b__ "]) t.true(isReservedName(n), n);
@@ -14,9 +15,9 @@ test("reserved names: a leading and trailing double underscore", (t) => {
 });
 
 test("tags: lowercase, deduplicated, at most 10", (t) => {
-  t.deepEqual(normalizeTags(["A", "a", " B "]), ["a", "b"]);
-  t.deepEqual(normalizeTags([]), []);
-  t.throws(() => normalizeTags(Array.from({ length: 11 }, (_, i) => `t${i}`)), { instanceOf: AppError });
+  t.deepEqual(normalizeTags(["A", "a", " B "], "media item"), ["a", "b"]);
+  t.deepEqual(normalizeTags([], "media item"), []);
+  t.throws(() => normalizeTags(Array.from({ length: 11 }, (_, i) => `t${i}`), "media item"), { instanceOf: AppError, message: "invalid_request: At most 10 tags per media item." });
 });
 
 test("video-hosting URLs are recognised on their hosts and subdomains only", (t) => {
@@ -80,4 +81,20 @@ test("textNoteColumns: viewer, display_mode and MIME type agree", (t) => {
   t.deepEqual(textNoteColumns({ displayMode: "markdown", viewer: "markdown" }), { viewer: "markdown", display_mode: "markdown", mime_type: "text/markdown" });
   t.deepEqual(textNoteColumns({ displayMode: "plain", viewer: "text" }), { viewer: "text", display_mode: "plain", mime_type: "text/plain" });
   t.deepEqual(textNoteColumns({ displayMode: "code", viewer: "code" }), { viewer: "code", display_mode: "code", mime_type: "text/plain" });
+});
+
+test("item names: the given name, else the file's own name unless reserved", (t) => {
+  t.is(itemName("given", "file.png"), "given");
+  t.is(itemName(undefined, "dir/sub\\photo.png"), "photo.png");
+  t.is(itemName(undefined, "__cover__"), null);
+  t.is(itemName(undefined, undefined), null);
+  t.is(itemName(undefined, "x".repeat(600))!.length, 500);
+});
+
+test("own keys: the caller's or the collection owner's objects only", (t) => {
+  const caller = { userId: "u1" };
+  t.notThrows(() => checkOwnKey(caller, "owner", "store://u1/3/a.png", "source_url"));
+  t.notThrows(() => checkOwnKey(caller, "owner", "store://owner/3/a.png", "source_url"));
+  t.throws(() => checkOwnKey(caller, "owner", "store://u2/3/a.png", "source_url"), { instanceOf: AppError, message: "forbidden: source_url names an object of another user." });
+  t.throws(() => checkOwnKey(caller, "owner", "store://../x", "source_url"), { message: "invalid_request: source_url is not a valid object-store key." });
 });

@@ -6,63 +6,26 @@
  */
 import { randomUUID } from "node:crypto";
 import { AppError, isStoreKey, readObject, signGrant, type Caller, type Grant } from "@cms/platform";
-import type { MediaRow } from "../domain/media-json.js";
+import type { MediaRow } from "../domain/media-row.js";
 import { TEXT_NOTE_URL } from "../domain/rules.js";
 import { CHUNK_BYTES, CHUNKED_MAX_BYTES, chunkCount, chunkRange, filenameOfKey } from "../domain/transfer-rules.js";
-import { mediaFor, type Deps } from "./deps.js";
-import { finalizedRow } from "./uploads.js";
-import { hashObject } from "./stored-files.js";
+import type { MediaAccess } from "./access.js";
+import type { Ingest } from "./ingest.js";
+import type { PendingUploads } from "./pending-uploads.js";
+import type { MediaDeps } from "./ports.js";
 
+/** Path of a signed download link on the API origin (the gateway streams it). */
 export const DOWNLOAD_PREFIX = "/storage/v1/download/";
 
 /** What the gateway streams: one stored object and how to label it. */
 export interface ObjectRef { storeKey: string; contentType: string | null; filename: string; sha256: string | null }
 
+/** The signed grant a download link carries. */
 export interface DownloadGrant extends Grant { purpose: "download"; key: string; content_type: string | null; filename: string; media_id: number }
-
-/** The row's stored file, refusing text notes, sub-collection links, links and missing bytes. */
-async function storedFileOf(deps: Deps, row: MediaRow): Promise<{ row: MediaRow; ref: ObjectRef }> {
-  if (row.linked_collection_id !== null) {
-    throw new AppError("invalid_request", `Media ${row.id} is a sub-collection link, not a file; open collection ${row.linked_collection_id} with collections.get.`, { field: "media_id", kind: "collection_link" });
-  }
-  if (row.main_url === TEXT_NOTE_URL) {
-    throw new AppError("invalid_request", `Media ${row.id} is an inline text note, not a stored file; read it with media.text_note.get.`, { field: "media_id", kind: "text_note" });
-  }
-  if (!isStoreKey(row.main_url)) {
-    throw new AppError("invalid_request", `Media ${row.id} is an external link (${row.main_url}), not a stored file; fetch main_url directly.`, { field: "media_id", kind: "external_link", main_url: row.main_url });
-  }
-  const { row: current, pending } = await finalizedRow(deps, row);
-  if (pending) throw new AppError("invalid_request", `The file of media ${row.id} has not been uploaded yet: PUT it to the upload URL media.get_upload_url returned.`, { field: "media_id" });
-  return { row: current, ref: { storeKey: current.main_url, contentType: current.mime_type, filename: filenameOfKey(current.main_url), sha256: current.sha256 } };
-}
-
-export async function downloadMedia(deps: Deps, caller: Caller, id: number): Promise<{ object: ObjectRef; mediaId: number }> {
-  const { row } = await mediaFor(deps, caller, id, "read");
-  const { ref } = await storedFileOf(deps, row);
-  return { object: ref, mediaId: id };
-}
 
 /** A signed download link and what it serves. */
 export interface DownloadLink {
   url: string; expiresAt: Date; mediaId: number; filename: string; contentType: string | null; sizeBytes: number | null; hint: string;
-}
-
-export async function downloadUrl(deps: Deps, caller: Caller, id: number): Promise<DownloadLink> {
-  const { row } = await mediaFor(deps, caller, id, "read");
-  const { row: current, ref } = await storedFileOf(deps, row);
-  const { config } = deps.ctx;
-  const expiresAt = new Date(Date.now() + config.downloadUrlTtlMs);
-  const grant: DownloadGrant = { purpose: "download", exp: expiresAt.getTime(), key: ref.storeKey, content_type: ref.contentType, filename: ref.filename, media_id: id };
-  const token = signGrant(config.grantSecret!, grant);
-  return {
-    url: `${config.baseUrl}${DOWNLOAD_PREFIX}${token}/${encodeURIComponent(ref.filename)}`,
-    expiresAt,
-    mediaId: id,
-    filename: ref.filename,
-    contentType: ref.contentType,
-    sizeBytes: current.size_bytes,
-    hint: "GET the url with no Authorization header before expires_at; it supports Range requests.",
-  };
 }
 
 /** An open download session and the whole file's facts. */
@@ -71,72 +34,119 @@ export interface DownloadSession {
   expiresAt: Date; filename: string;
 }
 
-export async function beginDownload(deps: Deps, caller: Caller, id: number): Promise<DownloadSession> {
-  const { row } = await mediaFor(deps, caller, id, "read");
-  const { row: current, ref } = await storedFileOf(deps, row);
-  const info = await deps.ctx.store.head(ref.storeKey);
-  if (!info) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
-  if (info.size > CHUNKED_MAX_BYTES) {
-    throw new AppError("invalid_request", `The file has ${info.size} bytes; the chunked download takes files up to ${CHUNKED_MAX_BYTES} bytes. Use media.download or media.download_url.`, { field: "media_id", size_bytes: info.size });
-  }
-  let sha256 = current.sha256;
-  if (!sha256) {
-    const hashed = await hashObject(deps, ref.storeKey);
-    if (!hashed) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
-    sha256 = hashed.sha256;
-    // Remembered on the row: the object under a key never changes.
-    await deps.db("media").where({ id, main_url: ref.storeKey }).whereNull("sha256").update({ sha256 });
-  }
-  const downloadId = randomUUID();
-  const expiresAt = new Date(Date.now() + deps.ctx.config.uploadSessionTtlMs);
-  const contentType = ref.contentType ?? info.contentType;
-  await deps.db("download_sessions").insert({
-    id: downloadId, user_id: caller.userId, media_id: id, store_key: ref.storeKey, content_type: contentType, content_length: info.size,
-    sha256, chunk_bytes: CHUNK_BYTES, expires_at: expiresAt,
-  });
-  return {
-    downloadId, mediaId: id, contentType, contentLength: info.size, sha256, chunkBytes: CHUNK_BYTES,
-    chunkCount: chunkCount(info.size), expiresAt, filename: ref.filename,
-  };
-}
-
 /** One chunk of a download session. */
 export interface DownloadedChunk { downloadId: string; index: number; bytes: Buffer; chunkCount: number; isLast: boolean }
 
-export async function downloadChunk(deps: Deps, caller: Caller, downloadId: string, index: number): Promise<DownloadedChunk> {
-  const s = await deps.db("download_sessions").where({ id: downloadId }).first();
-  if (!s || s.user_id !== caller.userId || new Date(s.expires_at).getTime() <= Date.now()) {
-    throw new AppError("not_found", `Download ${downloadId} does not exist or expired; open one with media.download_begin.`, { field: "download_id" });
-  }
-  // Permission is checked on every chunk: a revoked reader is refused at once.
-  const { row } = await mediaFor(deps, caller, Number(s.media_id), "read");
-  if (row.main_url !== s.store_key) throw new AppError("invalid_request", `Media ${s.media_id} was replaced after the download began; begin again.`, { field: "download_id" });
-  const size = Number(s.content_length);
-  const range = chunkRange(index, size, Number(s.chunk_bytes));
-  const missing = () => new AppError("not_found", `The stored file of media ${s.media_id} is missing.`, { field: "download_id" });
-  let bytes: Buffer = Buffer.alloc(0);
-  if (range) {
-    const read = await readObject(deps.ctx.store, s.store_key, { range });
-    if (!read) throw missing();
-    bytes = read;
-  } else if (!(await deps.ctx.store.head(s.store_key))) {
-    // An empty file's one chunk: nothing to read (no store takes an empty range), but it must still be there.
-    throw missing();
-  }
-  const count = chunkCount(size, Number(s.chunk_bytes));
-  return { downloadId, index, bytes, chunkCount: count, isLast: index === count - 1 };
-}
-
 const PART_COLUMN = { main: "main_url", thumbnail: "thumbnail_url", background: "background_image_url" } as const;
 
-/** The object behind a describe proxy URL (/storage/v1/media/<id>/<part>). */
-export async function resolveMediaObject(deps: Deps, caller: Caller, id: number, part: keyof typeof PART_COLUMN): Promise<ObjectRef> {
-  const { row } = await mediaFor(deps, caller, id, "read");
-  if (part === "main") {
-    const { ref } = await storedFileOf(deps, row);
-    return ref;
+/** The download use cases. */
+export function createDownloads(
+  { stores, unitOfWork, objects, config }: Pick<MediaDeps, "stores" | "unitOfWork" | "objects" | "config">,
+  { access, ingest, pending }: { access: MediaAccess; ingest: Ingest; pending: PendingUploads },
+) {
+  /** The row's stored file, refusing text notes, sub-collection links, links and missing bytes. */
+  async function storedFileOf(row: MediaRow): Promise<{ row: MediaRow; ref: ObjectRef }> {
+    if (row.linked_collection_id !== null) {
+      throw new AppError("invalid_request", `Media ${row.id} is a sub-collection link, not a file; open collection ${row.linked_collection_id} with collections.get.`, { field: "media_id", kind: "collection_link" });
+    }
+    if (row.main_url === TEXT_NOTE_URL) {
+      throw new AppError("invalid_request", `Media ${row.id} is an inline text note, not a stored file; read it with media.text_note.get.`, { field: "media_id", kind: "text_note" });
+    }
+    if (!isStoreKey(row.main_url)) {
+      throw new AppError("invalid_request", `Media ${row.id} is an external link (${row.main_url}), not a stored file; fetch main_url directly.`, { field: "media_id", kind: "external_link", main_url: row.main_url });
+    }
+    const { row: current, pending: waiting } = await pending.finalizedRow(row);
+    if (waiting) throw new AppError("invalid_request", `The file of media ${row.id} has not been uploaded yet: PUT it to the upload URL media.get_upload_url returned.`, { field: "media_id" });
+    return { row: current, ref: { storeKey: current.main_url, contentType: current.mime_type, filename: filenameOfKey(current.main_url), sha256: current.sha256 } };
   }
-  const key = row[PART_COLUMN[part]];
-  if (!key || !isStoreKey(key)) throw new AppError("not_found", `Media ${id} has no stored ${part} image.`, { field: "part" });
-  return { storeKey: key, contentType: null, filename: filenameOfKey(key), sha256: null };
+
+  async function downloadMedia(caller: Caller, id: number): Promise<{ object: ObjectRef; mediaId: number }> {
+    const { row } = await access.mediaFor(caller, id, "read");
+    const { ref } = await storedFileOf(row);
+    return { object: ref, mediaId: id };
+  }
+
+  async function downloadUrl(caller: Caller, id: number): Promise<DownloadLink> {
+    const { row } = await access.mediaFor(caller, id, "read");
+    const { row: current, ref } = await storedFileOf(row);
+    const expiresAt = new Date(Date.now() + config.downloadUrlTtlMs);
+    const grant: DownloadGrant = { purpose: "download", exp: expiresAt.getTime(), key: ref.storeKey, content_type: ref.contentType, filename: ref.filename, media_id: id };
+    const token = signGrant(config.grantSecret!, grant);
+    return {
+      url: `${config.baseUrl}${DOWNLOAD_PREFIX}${token}/${encodeURIComponent(ref.filename)}`,
+      expiresAt,
+      mediaId: id,
+      filename: ref.filename,
+      contentType: ref.contentType,
+      sizeBytes: current.size_bytes,
+      hint: "GET the url with no Authorization header before expires_at; it supports Range requests.",
+    };
+  }
+
+  async function beginDownload(caller: Caller, id: number): Promise<DownloadSession> {
+    const { row } = await access.mediaFor(caller, id, "read");
+    const { row: current, ref } = await storedFileOf(row);
+    const info = await objects.head(ref.storeKey);
+    if (!info) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
+    if (info.size > CHUNKED_MAX_BYTES) {
+      throw new AppError("invalid_request", `The file has ${info.size} bytes; the chunked download takes files up to ${CHUNKED_MAX_BYTES} bytes. Use media.download or media.download_url.`, { field: "media_id", size_bytes: info.size });
+    }
+    let sha256 = current.sha256;
+    if (!sha256) {
+      const hashed = await ingest.hashObject(ref.storeKey);
+      if (!hashed) throw new AppError("not_found", `The stored file of media ${id} is missing.`, { field: "media_id" });
+      sha256 = hashed.sha256;
+      // Remembered on the row: the object under a key never changes.
+      await unitOfWork(({ media }) => media.rememberSha256(id, ref.storeKey, sha256!));
+    }
+    const downloadId = randomUUID();
+    const expiresAt = new Date(Date.now() + config.uploadSessionTtlMs);
+    const contentType = ref.contentType ?? info.contentType;
+    await unitOfWork(({ transfers }) => transfers.insertDownload({
+      id: downloadId, user_id: caller.userId, media_id: id, store_key: ref.storeKey, content_type: contentType, content_length: info.size,
+      sha256: sha256!, chunk_bytes: CHUNK_BYTES, expires_at: expiresAt,
+    }));
+    return {
+      downloadId, mediaId: id, contentType, contentLength: info.size, sha256, chunkBytes: CHUNK_BYTES,
+      chunkCount: chunkCount(info.size), expiresAt, filename: ref.filename,
+    };
+  }
+
+  async function downloadChunk(caller: Caller, downloadId: string, index: number): Promise<DownloadedChunk> {
+    const s = await stores.transfers.download(downloadId);
+    if (!s || s.user_id !== caller.userId || new Date(s.expires_at).getTime() <= Date.now()) {
+      throw new AppError("not_found", `Download ${downloadId} does not exist or expired; open one with media.download_begin.`, { field: "download_id" });
+    }
+    // Permission is checked on every chunk: a revoked reader is refused at once.
+    const { row } = await access.mediaFor(caller, Number(s.media_id), "read");
+    if (row.main_url !== s.store_key) throw new AppError("invalid_request", `Media ${s.media_id} was replaced after the download began; begin again.`, { field: "download_id" });
+    const size = Number(s.content_length);
+    const range = chunkRange(index, size, Number(s.chunk_bytes));
+    const missing = () => new AppError("not_found", `The stored file of media ${s.media_id} is missing.`, { field: "download_id" });
+    let bytes: Buffer = Buffer.alloc(0);
+    if (range) {
+      const read = await readObject(objects, s.store_key, { range });
+      if (!read) throw missing();
+      bytes = read;
+    } else if (!(await objects.head(s.store_key))) {
+      // An empty file's one chunk: nothing to read (no store takes an empty range), but it must still be there.
+      throw missing();
+    }
+    const count = chunkCount(size, Number(s.chunk_bytes));
+    return { downloadId, index, bytes, chunkCount: count, isLast: index === count - 1 };
+  }
+
+  /** The object behind a describe proxy URL (/storage/v1/media/<id>/<part>). */
+  async function resolveMediaObject(caller: Caller, id: number, part: keyof typeof PART_COLUMN): Promise<ObjectRef> {
+    const { row } = await access.mediaFor(caller, id, "read");
+    if (part === "main") {
+      const { ref } = await storedFileOf(row);
+      return ref;
+    }
+    const key = row[PART_COLUMN[part]];
+    if (!key || !isStoreKey(key)) throw new AppError("not_found", `Media ${id} has no stored ${part} image.`, { field: "part" });
+    return { storeKey: key, contentType: null, filename: filenameOfKey(key), sha256: null };
+  }
+
+  return { downloadMedia, downloadUrl, beginDownload, downloadChunk, resolveMediaObject };
 }

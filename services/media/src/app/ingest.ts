@@ -3,18 +3,28 @@
  * image becomes the thumbnail), a file URL is downloaded into the object store, an object-store
  * key from an upload is checked and adopted. MIME types are sniffed from the bytes. Raster
  * images get a 200 px WebP thumbnail and an 800 px WebP background. Every fetch is SSRF-guarded.
+ * All of it reads and writes the object store and may ask the collections service: it runs
+ * before a unit of work, never inside one, and what it stored for a row that is then not
+ * written is removed again (removeObjects).
  */
-import { Parser } from "htmlparser2";
+import { createHash } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
-import { AppError, ImageError, ObjectTooLargeError, OutboundError, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey, mediaThumbnails, objectKeyOf, processImageFor, readObject, safeFetch, type Caller } from "@cms/platform";
-import { isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
+import {
+  AppError, ImageError, ObjectTooLargeError, OutboundError, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey,
+  mediaThumbnails, processImageFor, readObject, safeFetch, type Caller,
+} from "@cms/platform";
+import { pagePreview } from "../domain/page-preview.js";
+import { checkOwnKey, isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
 import { mimeOfUnsignedBytes } from "../domain/transfer-rules.js";
-import { coverKeysAmong, type Deps } from "./deps.js";
+import type { MediaAccess } from "./access.js";
+import type { MediaDeps } from "./ports.js";
 
+/** Largest file media.create downloads from a URL. */
 export const MAX_DOWNLOAD_BYTES = 100 * 1024 * 1024;
 const MAX_PAGE_BYTES = 2 * 1024 * 1024;
 const MAX_IMAGE_BYTES = 30 * 1024 * 1024;
 
+/** What a source became: the row's file columns, and the thumbnails made for it. */
 export interface Ingested {
   main_url: string;
   viewer: string;
@@ -28,34 +38,8 @@ export interface Ingested {
   title?: string;
 }
 
-function policy(deps: Deps) {
-  return { allowedHosts: deps.ctx.config.outboundAllowedHosts };
-}
-
-function fetchError(err: unknown, field: string): never {
-  if (err instanceof OutboundError) throw new AppError("invalid_request", `${field} could not be fetched: ${err.message}`, { field, reason: err.reason });
-  throw err;
-}
-
-
-
-async function readPrefix(deps: Deps, key: string, bytes: number, size: number): Promise<Buffer> {
-  // No ranged read of an empty object: S3 refuses a range that starts at its end.
-  if (size === 0) return Buffer.alloc(0);
-  return (await readObject(deps.ctx.store, key, { range: { start: 0, end: Math.min(bytes, size) - 1 } })) ?? Buffer.alloc(0);
-}
-
-async function readAll(deps: Deps, key: string, max: number): Promise<Buffer> {
-  let bytes: Buffer | undefined;
-  try {
-    bytes = await readObject(deps.ctx.store, key, { maxBytes: max });
-  } catch (err) {
-    if (err instanceof ObjectTooLargeError) throw new ImageError(`image larger than ${max} bytes`);
-    throw err;
-  }
-  if (!bytes) throw new AppError("invalid_request", "The stored object is gone.", { field: "source_url" });
-  return bytes;
-}
+/** The thumbnail columns of a row: both set, or both null. */
+export interface Thumbnails { thumbnail_url: string | null; background_image_url: string | null }
 
 /** The MIME type of bytes from their first 4100: the signature, else the text rules. */
 export async function sniffBytes(head: Buffer, declared: string | undefined): Promise<string> {
@@ -63,176 +47,202 @@ export async function sniffBytes(head: Buffer, declared: string | undefined): Pr
   return found?.mime ?? mimeOfUnsignedBytes(head, declared);
 }
 
-/** The MIME type of `size` stored bytes, sniffed; the declared type when the bytes say nothing. */
-export async function sniff(deps: Deps, key: string, size: number, declared: string | undefined): Promise<string> {
-  return sniffBytes(await readPrefix(deps, key, 4100, size), declared);
+function fetchError(err: unknown, field: string): never {
+  if (err instanceof OutboundError) throw new AppError("invalid_request", `${field} could not be fetched: ${err.message}`, { field, reason: err.reason });
+  throw err;
 }
 
-/** Stores the 200 px thumbnail and 800 px background of an image held in memory. */
-export async function storeThumbnails(deps: Deps, userId: string, collectionId: number, image: Buffer): Promise<{ thumbnail_url: string; background_image_url: string }> {
-  const { thumbnail, background } = await mediaThumbnails(image);
-  const thumbKey = freshStoreKey(userId, collectionId, "thumb.webp", "thumb.webp");
-  const bgKey = freshStoreKey(userId, collectionId, "bg.webp", "bg.webp");
-  await Promise.all([
-    deps.ctx.store.put(thumbKey, thumbnail, { contentType: "image/webp", contentLength: thumbnail.length }),
-    deps.ctx.store.put(bgKey, background, { contentType: "image/webp", contentLength: background.length }),
-  ]);
-  return { thumbnail_url: thumbKey, background_image_url: bgKey };
-}
+/** Ingesting over the object store, the network (SSRF-guarded) and the cover lookup of the collections service. */
+export function createIngest({ objects, config, log }: Pick<MediaDeps, "objects" | "config" | "log">, access: MediaAccess) {
+  const policy = { allowedHosts: config.outboundAllowedHosts };
 
-/** A store key the caller may adopt: theirs, or the collection owner's, and uploaded. */
-export function checkOwnKey(caller: Caller, ownerUserId: string, key: string, field: string): void {
-  let path: string;
-  try { path = objectKeyOf(key); } catch { throw new AppError("invalid_request", `${field} is not a valid object-store key.`, { field }); }
-  const user = path.split("/")[0];
-  if (user !== caller.userId && user !== ownerUserId) throw new AppError("forbidden", `${field} names an object of another user.`);
-}
-
-/** "Cover images must not be uploaded as media items": a collection's cover key is refused. */
-async function refuseCoverKey(deps: Deps, key: string, field: string): Promise<void> {
-  if ((await coverKeysAmong(deps, [key])).has(key)) {
-    throw new AppError("invalid_request", `${field} is a collection's cover image; covers are not media items (set them with collections.update thumbnail_url).`, { field });
+  async function readPrefix(key: string, bytes: number, size: number): Promise<Buffer> {
+    // No ranged read of an empty object: S3 refuses a range that starts at its end.
+    if (size === 0) return Buffer.alloc(0);
+    return (await readObject(objects, key, { range: { start: 0, end: Math.min(bytes, size) - 1 } })) ?? Buffer.alloc(0);
   }
-}
 
-/** Thumbnails from an object-store key (media.thumbnail_finalize and automatic finalization). */
-export async function thumbnailsFromKey(deps: Deps, caller: Caller, ownerUserId: string, collectionId: number, key: string) {
-  checkOwnKey(caller, ownerUserId, key, "thumbnail_url");
-  await refuseCoverKey(deps, key, "thumbnail_url");
-  let image: Buffer;
-  try {
-    image = await readAll(deps, key, MAX_IMAGE_BYTES);
-  } catch (err) {
-    if (err instanceof AppError) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
-    if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is too large: ${err.message}`, { field: "thumbnail_url" });
-    throw err;
+  async function readAll(key: string, max: number): Promise<Buffer> {
+    let bytes: Buffer | undefined;
+    try {
+      bytes = await readObject(objects, key, { maxBytes: max });
+    } catch (err) {
+      if (err instanceof ObjectTooLargeError) throw new ImageError(`image larger than ${max} bytes`);
+      throw err;
+    }
+    if (!bytes) throw new AppError("invalid_request", "The stored object is gone.", { field: "source_url" });
+    return bytes;
   }
-  return processImageFor("thumbnail_url", () => storeThumbnails(deps, ownerUserId, collectionId, image));
-}
 
-/**
- * Thumbnails from an http(s) image URL (media.thumbnail_finalize of a URL), fetched through the
- * SSRF guard; an image that cannot be fetched or processed is a 400 on thumbnail_url.
- */
-export async function thumbnailsFromRemote(deps: Deps, ownerUserId: string, collectionId: number, url: string) {
-  const body = await fetchImageFor("thumbnail_url", url, { policy: policy(deps), maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
-  return processImageFor("thumbnail_url", () => storeThumbnails(deps, ownerUserId, collectionId, body));
-}
-
-/** Thumbnails from an image URL (a page's preview image); failures leave the item without one. */
-async function thumbnailsFromUrl(deps: Deps, ownerUserId: string, collectionId: number, url: string) {
-  try {
-    return await thumbnailsFromRemote(deps, ownerUserId, collectionId, url);
-  } catch (err) {
-    deps.ctx.log.info({ err: (err as Error).message, url }, "preview image not usable");
-    return undefined;
+  /** The MIME type of `size` stored bytes, sniffed; the declared type when the bytes say nothing. */
+  async function sniff(key: string, size: number, declared: string | undefined): Promise<string> {
+    return sniffBytes(await readPrefix(key, 4100, size), declared);
   }
-}
 
-/** og:image / twitter:image and <title> of an HTML page. */
-export function pagePreview(html: string, pageUrl: string): { image?: string; title?: string } {
-  let image: string | undefined;
-  let title: string | undefined;
-  let inTitle = false;
-  const parser = new Parser({
-    onopentag(name, attrs) {
-      if (name === "meta") {
-        const key = (attrs.property ?? attrs.name ?? "").toLowerCase();
-        if (!image && (key === "og:image" || key === "og:image:url" || key === "og:image:secure_url" || key === "twitter:image" || key === "twitter:image:src") && attrs.content) {
-          image = attrs.content;
-        }
-        if (!title && key === "og:title" && attrs.content) title = attrs.content;
+  /** Stores the 200 px thumbnail and 800 px background of an image held in memory. */
+  async function storeThumbnails(userId: string, collectionId: number, image: Buffer): Promise<{ thumbnail_url: string; background_image_url: string }> {
+    const { thumbnail, background } = await mediaThumbnails(image);
+    const thumbKey = freshStoreKey(userId, collectionId, "thumb.webp", "thumb.webp");
+    const bgKey = freshStoreKey(userId, collectionId, "bg.webp", "bg.webp");
+    await Promise.all([
+      objects.put(thumbKey, thumbnail, { contentType: "image/webp", contentLength: thumbnail.length }),
+      objects.put(bgKey, background, { contentType: "image/webp", contentLength: background.length }),
+    ]);
+    return { thumbnail_url: thumbKey, background_image_url: bgKey };
+  }
+
+  /** "Cover images must not be uploaded as media items": a collection's cover key is refused. */
+  async function refuseCoverKey(key: string, field: string): Promise<void> {
+    if ((await access.coverKeysAmong([key])).has(key)) {
+      throw new AppError("invalid_request", `${field} is a collection's cover image; covers are not media items (set them with collections.update thumbnail_url).`, { field });
+    }
+  }
+
+  /** Thumbnails from an object-store key (media.thumbnail_finalize, media.update thumbnail_url). */
+  async function thumbnailsFromKey(caller: Caller, ownerUserId: string, collectionId: number, key: string) {
+    checkOwnKey(caller, ownerUserId, key, "thumbnail_url");
+    await refuseCoverKey(key, "thumbnail_url");
+    let image: Buffer;
+    try {
+      image = await readAll(key, MAX_IMAGE_BYTES);
+    } catch (err) {
+      if (err instanceof AppError) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
+      if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is too large: ${err.message}`, { field: "thumbnail_url" });
+      throw err;
+    }
+    return processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, image));
+  }
+
+  /**
+   * Thumbnails from an http(s) image URL (media.thumbnail_finalize of a URL), fetched through the
+   * SSRF guard; an image that cannot be fetched or processed is a 400 on thumbnail_url.
+   */
+  async function thumbnailsFromRemote(ownerUserId: string, collectionId: number, url: string) {
+    const body = await fetchImageFor("thumbnail_url", url, { policy, maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
+    return processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, body));
+  }
+
+  /** Thumbnails from an image URL (a page's preview image); failures leave the item without one. */
+  async function thumbnailsFromUrl(ownerUserId: string, collectionId: number, url: string) {
+    try {
+      return await thumbnailsFromRemote(ownerUserId, collectionId, url);
+    } catch (err) {
+      log.info({ err: (err as Error).message, url }, "preview image not usable");
+      return undefined;
+    }
+  }
+
+  /**
+   * The thumbnail columns of a row being written: from thumbnail_url when given (an object-store
+   * key is made into thumbnails, anything else is kept as it is), else what ingesting made.
+   */
+  async function thumbnailFields(caller: Caller, ownerUserId: string, collectionId: number, thumbnailUrl: string | undefined, ingested?: Ingested): Promise<Thumbnails> {
+    if (thumbnailUrl && isStoreKey(thumbnailUrl)) return thumbnailsFromKey(caller, ownerUserId, collectionId, thumbnailUrl);
+    if (thumbnailUrl) return { thumbnail_url: thumbnailUrl, background_image_url: null };
+    return { thumbnail_url: ingested?.thumbnail_url ?? null, background_image_url: ingested?.background_image_url ?? null };
+  }
+
+  /** Ingests source_url for media.create / media.replace (and every route that stored bytes itself). */
+  async function ingestSource(caller: Caller, ownerUserId: string, collectionId: number, sourceUrl: string, viewerHint: string | undefined, wantThumbnail: boolean): Promise<Ingested> {
+    if (isStoreKey(sourceUrl)) {
+      checkOwnKey(caller, ownerUserId, sourceUrl, "source_url");
+      await refuseCoverKey(sourceUrl, "source_url");
+      const info = await objects.head(sourceUrl);
+      if (!info) throw new AppError("invalid_request", "source_url names an object that was never uploaded.", { field: "source_url" });
+      const mime = await sniff(sourceUrl, info.size, info.contentType);
+      const out: Ingested = { main_url: sourceUrl, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: info.size, sha256: null };
+      if (wantThumbnail && isRasterImage(mime) && info.size <= MAX_IMAGE_BYTES) {
+        try { Object.assign(out, await storeThumbnails(ownerUserId, collectionId, await readAll(sourceUrl, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }
       }
-      if (name === "title") inTitle = true;
-    },
-    ontext(text) { if (inTitle && !title) title = text.trim() || undefined; },
-    onclosetag(name) { if (name === "title") inTitle = false; },
-  }, { decodeEntities: true });
-  parser.write(html);
-  parser.end();
-  let resolved: string | undefined;
-  if (image) { try { resolved = new URL(image, pageUrl).toString(); } catch { /* ignore a broken URL */ } }
-  return { image: resolved, title };
-}
+      return out;
+    }
+    let url: URL;
+    try { url = new URL(sourceUrl); } catch { throw new AppError("invalid_request", "source_url must be an http(s) URL or an object-store key.", { field: "source_url" }); }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new AppError("invalid_request", "source_url must be an http(s) URL or an object-store key.", { field: "source_url" });
 
-/** Ingests source_url for media.create / media.replace. */
-export async function ingestSource(deps: Deps, caller: Caller, ownerUserId: string, collectionId: number, sourceUrl: string, viewerHint: string | undefined, wantThumbnail: boolean): Promise<Ingested> {
-  if (isStoreKey(sourceUrl)) {
-    checkOwnKey(caller, ownerUserId, sourceUrl, "source_url");
-    await refuseCoverKey(deps, sourceUrl, "source_url");
-    const info = await deps.ctx.store.head(sourceUrl);
-    if (!info) throw new AppError("invalid_request", "source_url names an object that was never uploaded.", { field: "source_url" });
-    const mime = await sniff(deps, sourceUrl, info.size, info.contentType);
-    const out: Ingested = { main_url: sourceUrl, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: info.size, sha256: null };
-    if (wantThumbnail && isRasterImage(mime) && info.size <= MAX_IMAGE_BYTES) {
-      try { Object.assign(out, await storeThumbnails(deps, ownerUserId, collectionId, await readAll(deps, sourceUrl, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }
+    const website = async (html?: string): Promise<Ingested> => {
+      const out: Ingested = { main_url: url.toString(), viewer: "website", mime_type: "text/html", size_bytes: null, sha256: null };
+      if (wantThumbnail) {
+        let page = html;
+        if (page === undefined) {
+          try {
+            const res = await safeFetch(url.toString(), { policy, maxBytes: MAX_PAGE_BYTES, timeoutMs: 10_000 });
+            page = res.status === 200 && String(res.headers["content-type"] ?? "").includes("html") ? res.body.toString("utf8") : undefined;
+          } catch (err) {
+            if (err instanceof OutboundError && err.reason === "blocked_host") fetchError(err, "source_url");
+            page = undefined;
+          }
+        }
+        if (page) {
+          const preview = pagePreview(page, url.toString());
+          if (preview.title) out.title = preview.title;
+          if (preview.image) Object.assign(out, await thumbnailsFromUrl(ownerUserId, collectionId, preview.image) ?? {});
+        }
+      }
+      return out;
+    };
+
+    // Video-hosting pages and explicit links stay external, whatever the viewer says.
+    if (isVideoHostingUrl(url.toString()) || viewerHint === "website" || viewerHint === "embed") return website();
+
+    let res;
+    try {
+      res = await fetchStream(url.toString(), { policy, timeoutMs: 30_000 });
+    } catch (err) {
+      fetchError(err, "source_url");
+    }
+    if (res.status !== 200) {
+      res.body.destroy();
+      throw new AppError("invalid_request", `Fetching source_url answered HTTP ${res.status}.`, { field: "source_url" });
+    }
+    const declared = String(res.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+    if (declared === "text/html" || declared === "application/xhtml+xml") {
+      const chunks: Buffer[] = [];
+      let n = 0;
+      for await (const c of res.body) { chunks.push(c as Buffer); n += (c as Buffer).length; if (n > MAX_PAGE_BYTES) break; }
+      res.body.destroy();
+      return website(Buffer.concat(chunks).toString("utf8"));
+    }
+    const declaredLength = Number(res.headers["content-length"]);
+    if (declaredLength > MAX_DOWNLOAD_BYTES) {
+      res.body.destroy();
+      throw new AppError("invalid_request", `source_url is larger than ${MAX_DOWNLOAD_BYTES} bytes.`, { field: "source_url" });
+    }
+    const key = freshStoreKey(caller.userId, collectionId, url.pathname, "download");
+    let stored;
+    try {
+      stored = await objects.put(key, res.body, { contentType: declared || "application/octet-stream", maxBytes: MAX_DOWNLOAD_BYTES });
+    } catch (err) {
+      if ((err as Error).name === "ObjectTooLargeError") throw new AppError("invalid_request", `source_url is larger than ${MAX_DOWNLOAD_BYTES} bytes.`, { field: "source_url" });
+      throw new AppError("invalid_request", `Downloading source_url failed: ${(err as Error).message}`, { field: "source_url" });
+    }
+    const mime = await sniff(key, stored.size, declared);
+    const out: Ingested = { main_url: key, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: stored.size, sha256: stored.sha256 };
+    if (wantThumbnail && isRasterImage(mime) && stored.size <= MAX_IMAGE_BYTES) {
+      try { Object.assign(out, await storeThumbnails(ownerUserId, collectionId, await readAll(key, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }
     }
     return out;
   }
-  let url: URL;
-  try { url = new URL(sourceUrl); } catch { throw new AppError("invalid_request", "source_url must be an http(s) URL or an object-store key.", { field: "source_url" }); }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new AppError("invalid_request", "source_url must be an http(s) URL or an object-store key.", { field: "source_url" });
 
-  const website = async (html?: string): Promise<Ingested> => {
-    const out: Ingested = { main_url: url.toString(), viewer: "website", mime_type: "text/html", size_bytes: null, sha256: null };
-    if (wantThumbnail) {
-      let page = html;
-      if (page === undefined) {
-        try {
-          const res = await safeFetch(url.toString(), { policy: policy(deps), maxBytes: MAX_PAGE_BYTES, timeoutMs: 10_000 });
-          page = res.status === 200 && String(res.headers["content-type"] ?? "").includes("html") ? res.body.toString("utf8") : undefined;
-        } catch (err) {
-          if (err instanceof OutboundError && err.reason === "blocked_host") fetchError(err, "source_url");
-          page = undefined;
-        }
-      }
-      if (page) {
-        const preview = pagePreview(page, url.toString());
-        if (preview.title) out.title = preview.title;
-        if (preview.image) Object.assign(out, await thumbnailsFromUrl(deps, ownerUserId, collectionId, preview.image) ?? {});
-      }
-    }
-    return out;
-  };
+  /** Best-effort removal of objects a failed attempt stored (the outbox is for rows that committed). */
+  async function removeObjects(keys: Array<string | null | undefined>): Promise<void> {
+    const list = keys.filter((k): k is string => Boolean(k));
+    if (!list.length) return;
+    await objects.delete(list).catch((err) => log.warn({ err, keys: list }, "could not remove objects of a failed upload"));
+  }
 
-  // Video-hosting pages and explicit links stay external, whatever the viewer says.
-  if (isVideoHostingUrl(url.toString()) || viewerHint === "website" || viewerHint === "embed") return website();
+  /** Hex SHA-256 of a stored object, streamed. */
+  async function hashObject(key: string): Promise<{ sha256: string; size: number } | undefined> {
+    const obj = await objects.get(key);
+    if (!obj) return undefined;
+    const hash = createHash("sha256");
+    let size = 0;
+    for await (const c of obj.body) { hash.update(c as Buffer); size += (c as Buffer).length; }
+    return { sha256: hash.digest("hex"), size };
+  }
 
-  let res;
-  try {
-    res = await fetchStream(url.toString(), { policy: policy(deps), timeoutMs: 30_000 });
-  } catch (err) {
-    fetchError(err, "source_url");
-  }
-  if (res.status !== 200) {
-    res.body.destroy();
-    throw new AppError("invalid_request", `Fetching source_url answered HTTP ${res.status}.`, { field: "source_url" });
-  }
-  const declared = String(res.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-  if (declared === "text/html" || declared === "application/xhtml+xml") {
-    const chunks: Buffer[] = [];
-    let n = 0;
-    for await (const c of res.body) { chunks.push(c as Buffer); n += (c as Buffer).length; if (n > MAX_PAGE_BYTES) break; }
-    res.body.destroy();
-    return website(Buffer.concat(chunks).toString("utf8"));
-  }
-  const declaredLength = Number(res.headers["content-length"]);
-  if (declaredLength > MAX_DOWNLOAD_BYTES) {
-    res.body.destroy();
-    throw new AppError("invalid_request", `source_url is larger than ${MAX_DOWNLOAD_BYTES} bytes.`, { field: "source_url" });
-  }
-  const key = freshStoreKey(caller.userId, collectionId, url.pathname, "download");
-  let stored;
-  try {
-    stored = await deps.ctx.store.put(key, res.body, { contentType: declared || "application/octet-stream", maxBytes: MAX_DOWNLOAD_BYTES });
-  } catch (err) {
-    if ((err as Error).name === "ObjectTooLargeError") throw new AppError("invalid_request", `source_url is larger than ${MAX_DOWNLOAD_BYTES} bytes.`, { field: "source_url" });
-    throw new AppError("invalid_request", `Downloading source_url failed: ${(err as Error).message}`, { field: "source_url" });
-  }
-  const mime = await sniff(deps, key, stored.size, declared);
-  const out: Ingested = { main_url: key, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: stored.size, sha256: stored.sha256 };
-  if (wantThumbnail && isRasterImage(mime) && stored.size <= MAX_IMAGE_BYTES) {
-    try { Object.assign(out, await storeThumbnails(deps, ownerUserId, collectionId, await readAll(deps, key, MAX_IMAGE_BYTES))); } catch (err) { if (!(err instanceof ImageError)) throw err; }
-  }
-  return out;
+  return { ingestSource, thumbnailFields, thumbnailsFromKey, thumbnailsFromRemote, removeObjects, hashObject };
 }
+
+/** Bringing bytes in and making thumbnails: object-store and network I/O, never inside a unit of work. */
+export type Ingest = ReturnType<typeof createIngest>;

@@ -1,77 +1,82 @@
 /**
- * Pieces shared by every route that brings bytes in (media.upload, the chunked upload, the
- * one-call upload URL, drop links): fresh store keys, turning a stored object into a media item
- * exactly as media.create does with an object-store key, hashing stored objects, and removing
- * what a failed attempt stored.
+ * Pieces shared by every route that makes rows: appending a row to its collection inside a unit
+ * of work, and turning a stored object into a media item exactly as media.create does with an
+ * object-store key (media.upload, the chunked upload, drop links).
  */
-import { createHash } from "node:crypto";
-import type { Knex } from "knex";
-import type { Caller } from "@cms/platform";
-import type { MediaRow } from "../domain/media-json.js";
-import { isReservedName } from "../domain/rules.js";
-import { insertRow } from "./catalogue.js";
-import { ingestSource } from "./ingest.js";
-import type { Deps } from "./deps.js";
+import { emitCollectionUpdated, type Caller, type EventWriter } from "@cms/platform";
+import type { MediaRow } from "../domain/media-row.js";
+import type { NewMedia } from "../store/media-store.js";
+import type { MediaStores } from "../store/stores.js";
+import type { Ingest } from "./ingest.js";
+import type { MediaDeps } from "./ports.js";
 
-/** A caller standing for a user named by a signed grant or a stored session (no token). */
-export function callerOfUser(userId: string): Caller {
-  return { userId, username: "", plan: "free", isAdmin: false, scopes: [], tokenId: "" };
-}
-
-/** Deps whose queries (insertRow's included) run inside trx. */
-export function withTrx(deps: Deps, trx: Knex.Transaction): Deps {
-  return { ...deps, db: trx as unknown as Knex };
-}
-
-export interface ItemFields { name?: string | null; description?: string | null; tags: string[]; sha256: string | null }
+/** A row to append: everything but its position, which the end of its collection gives. */
+export type RowToAppend = Omit<NewMedia, "position">;
 
 /**
- * Creates the media item of an object already stored under key: sniffing, viewer and
- * thumbnails come from ingestSource (as media.create with source_url=<store_key>), the row from
- * insertRow. Thumbnails made for a row that then fails to insert are removed again.
+ * Inserts a row at the end of its collection, inside the caller's unit of work (positions stay
+ * dense under concurrency: the collection is locked first), with its collection.updated.
  */
-export async function createItemFromStored(deps: Deps, caller: Caller, ownerUserId: string, collectionId: number, key: string, fields: ItemFields): Promise<MediaRow> {
-  const ingested = await ingestSource(deps, caller, ownerUserId, collectionId, key, undefined, true);
-  try {
-    return await insertRow(deps, collectionId, ownerUserId, caller.userId, {
-      name: fields.name ?? null,
-      description: fields.description ?? null,
-      tags: fields.tags,
-      main_url: ingested.main_url,
-      viewer: ingested.viewer,
-      mime_type: ingested.mime_type,
-      size_bytes: ingested.size_bytes,
-      sha256: fields.sha256 ?? ingested.sha256,
-      thumbnail_url: ingested.thumbnail_url ?? null,
-      background_image_url: ingested.background_image_url ?? null,
-    });
-  } catch (err) {
-    await removeObjects(deps, [ingested.thumbnail_url, ingested.background_image_url]);
-    throw err;
+export async function appendRow({ media }: MediaStores, events: EventWriter, row: RowToAppend): Promise<MediaRow> {
+  await media.lockCollections([row.collection_id]);
+  const position = await media.nextPosition(row.collection_id);
+  const inserted = await media.insert({ ...row, position });
+  await emitCollectionUpdated(events, { collectionId: row.collection_id, kind: "media_added" });
+  return inserted;
+}
+
+/** The fields a stored file's item takes from its caller rather than from its bytes. */
+export interface ItemFields { name?: string | null; description?: string | null; tags: string[]; sha256: string | null }
+
+/** A row made from a stored object, and the thumbnails made for it (to remove if the row is not written). */
+export interface PreparedItem { row: RowToAppend; made: string[] }
+
+/** Row making over the unit of work and ingesting. */
+export function createStoredFiles({ unitOfWork }: Pick<MediaDeps, "unitOfWork">, ingest: Ingest) {
+  /** Appends a row in a unit of its own. */
+  function insertRow(row: RowToAppend): Promise<MediaRow> {
+    return unitOfWork((stores, events) => appendRow(stores, events, row));
   }
+
+  /**
+   * The item of an object already stored under key: sniffing, viewer and thumbnails come from
+   * ingestSource (as media.create with source_url=<store_key>). Nothing is written yet.
+   */
+  async function prepareItem(caller: Caller, ownerUserId: string, collectionId: number, key: string, fields: ItemFields): Promise<PreparedItem> {
+    const ingested = await ingest.ingestSource(caller, ownerUserId, collectionId, key, undefined, true);
+    return {
+      row: {
+        collection_id: collectionId,
+        owner_user_id: ownerUserId,
+        created_by: caller.userId,
+        name: fields.name ?? null,
+        description: fields.description ?? null,
+        tags: fields.tags,
+        main_url: ingested.main_url,
+        viewer: ingested.viewer,
+        mime_type: ingested.mime_type,
+        size_bytes: ingested.size_bytes,
+        sha256: fields.sha256 ?? ingested.sha256,
+        thumbnail_url: ingested.thumbnail_url ?? null,
+        background_image_url: ingested.background_image_url ?? null,
+      },
+      made: [ingested.thumbnail_url, ingested.background_image_url].filter((k): k is string => Boolean(k)),
+    };
+  }
+
+  /** Creates the item of a stored object; thumbnails made for a row that then fails to insert are removed again. */
+  async function createItemFromStored(caller: Caller, ownerUserId: string, collectionId: number, key: string, fields: ItemFields): Promise<MediaRow> {
+    const item = await prepareItem(caller, ownerUserId, collectionId, key, fields);
+    try {
+      return await insertRow(item.row);
+    } catch (err) {
+      await ingest.removeObjects(item.made);
+      throw err;
+    }
+  }
+
+  return { insertRow, prepareItem, createItemFromStored };
 }
 
-/** Best-effort removal of objects a failed attempt stored. */
-export async function removeObjects(deps: Deps, keys: Array<string | null | undefined>): Promise<void> {
-  const list = keys.filter((k): k is string => Boolean(k));
-  if (!list.length) return;
-  await deps.ctx.store.delete(list).catch((err) => deps.ctx.log.warn({ err, keys: list }, "could not remove objects of a failed upload"));
-}
-
-/** Hex SHA-256 of a stored object, streamed. */
-export async function hashObject(deps: Deps, key: string): Promise<{ sha256: string; size: number } | undefined> {
-  const obj = await deps.ctx.store.get(key);
-  if (!obj) return undefined;
-  const hash = createHash("sha256");
-  let size = 0;
-  for await (const c of obj.body) { hash.update(c as Buffer); size += (c as Buffer).length; }
-  return { sha256: hash.digest("hex"), size };
-}
-
-/** A name for an item made from a file: the given name, else the file's own name. */
-export function itemName(name: string | undefined, filename: string | undefined): string | null {
-  if (name !== undefined) return name;
-  const base = filename?.split(/[\\/]/).pop()?.trim();
-  if (!base || isReservedName(base)) return null;
-  return base.slice(0, 500);
-}
+/** Row making shared by the routes that bring files in. */
+export type StoredFiles = ReturnType<typeof createStoredFiles>;

@@ -1,28 +1,39 @@
-/** Media rules as plain functions: names, tags, viewers, text-note rendering, list hints. */
-import { AppError } from "@cms/platform";
+/** Media rules as plain functions: names, search folding, viewers, text-note rendering, list hints. */
+import { AppError, objectKeyOf, type Caller } from "@cms/platform";
 
-// ---- names and tags ------------------------------------------------------------------------
+// ---- names and search ------------------------------------------------------------------------
 
 /** Names shaped like `__x__` are reserved (covers and internal items use them). */
 export function isReservedName(name: string): boolean {
   return /^__.+__$/s.test(name.trim());
 }
 
+/** Refuses a reserved name (see isReservedName) on `field`. */
 export function checkName(name: string | undefined, field = "name"): void {
   if (name !== undefined && isReservedName(name)) {
     throw new AppError("invalid_request", `Names with a leading and trailing double underscore ("${name}") are reserved; cover images are uploaded with collections.get_upload_url.`, { field });
   }
 }
 
-export function normalizeTags(tags: readonly string[]): string[] {
-  const out: string[] = [];
-  for (const t of tags) {
-    const v = t.trim().toLowerCase();
-    if (!v) throw new AppError("invalid_request", "Tags must not be empty.", { field: "tags" });
-    if (!out.includes(v)) out.push(v);
-  }
-  if (out.length > 10) throw new AppError("invalid_request", "At most 10 tags per media item.", { field: "tags" });
-  return out;
+/** A name for an item made from a file: the given name, else the file's own name (unless reserved). */
+export function itemName(name: string | undefined, filename: string | undefined): string | null {
+  if (name !== undefined) return name;
+  const base = filename?.split(/[\\/]/).pop()?.trim();
+  if (!base || isReservedName(base)) return null;
+  return base.slice(0, 500);
+}
+
+/** Lower case without diacritics, as the search_text column is built (unaccent + lower). */
+export function foldAccents(s: string): string {
+  return s.normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase();
+}
+
+/** A store key the caller may adopt: theirs, or the collection owner's. */
+export function checkOwnKey(caller: Pick<Caller, "userId">, ownerUserId: string, key: string, field: string): void {
+  let path: string;
+  try { path = objectKeyOf(key); } catch { throw new AppError("invalid_request", `${field} is not a valid object-store key.`, { field }); }
+  const user = path.split("/")[0];
+  if (user !== caller.userId && user !== ownerUserId) throw new AppError("forbidden", `${field} names an object of another user.`);
 }
 
 // ---- viewers -------------------------------------------------------------------------------
@@ -57,10 +68,14 @@ export function viewerOfMime(mime: string): string {
 
 // ---- text notes ----------------------------------------------------------------------------
 
+/** The main_url of every inline text note (its text is in the row). */
 export const TEXT_NOTE_URL = "inline://text-note";
+/** The placeholder pictures a text note may show instead of a thumbnail. */
 export const PLACEHOLDER_KINDS = ["log", "lyrics", "memory", "notes", "poem", "prompt", "specification", "summary", "tutorial"] as const;
+/** One of PLACEHOLDER_KINDS. */
 export type PlaceholderKind = (typeof PLACEHOLDER_KINDS)[number];
 
+/** The asset path of a placeholder picture. */
 export function placeholderPath(kind: string): string {
   return `/assets/player/carousel_placeholders_webp/carousel-placeholder-${kind}.webp`;
 }

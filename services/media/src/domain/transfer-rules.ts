@@ -135,6 +135,7 @@ export function decodeBase64(text: string, field = "content_base64"): Buffer {
   return bytes;
 }
 
+/** Hex SHA-256 of bytes in memory. */
 export function sha256Hex(bytes: Buffer): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
@@ -179,6 +180,7 @@ export function checkChunkFits(input: { index: number; size: number; otherBytes:
   }
 }
 
+/** Whether the chunks make the whole file, and if not what is missing. */
 export type Assembly =
   | { ok: true; chunkCount: number }
   | { ok: false; missing: number[]; receivedBytes: number };

@@ -15,10 +15,11 @@ import type {
 import type { Media } from "@cms/contracts/media/v1/resources_pb";
 import { timestampOf } from "@cms/platform";
 import type { UploadTargets } from "@cms/platform/upload-urls";
-import type { MediaRow, Page } from "../domain/media-json.js";
+import type { MediaRow, Page } from "../domain/media-row.js";
 import type { DeleteOutcome, Described, ListPage, SearchPage } from "../app/catalogue.js";
 import type { NoteDeleteOutcome } from "../app/text-notes.js";
-import type { MintedUpload, UploadReport } from "../app/uploads.js";
+import type { MintedUpload } from "../app/uploads.js";
+import type { UploadReport } from "../app/pending-uploads.js";
 import type { ChunkReceipt, UploadSession } from "../app/chunked.js";
 import type { DownloadLink, DownloadSession, DownloadedChunk, ObjectRef } from "../app/downloads.js";
 import type { DropLink, DropTarget } from "../app/drop-links.js";
@@ -54,6 +55,7 @@ export function mediaMessage(row: MediaRow): Media {
   };
 }
 
+/** A list's page as common.v1.Pagination. */
 export function paginationMessage(p: Page): MessageInitShape<typeof PaginationSchema> {
   return { limit: p.limit, offset: p.offset, total: BigInt(p.total) };
 }
@@ -63,6 +65,7 @@ export function storedObjectMessage(ref: ObjectRef): MessageInitShape<typeof Sto
   return { storeKey: ref.storeKey, contentType: opt(ref.contentType), filename: ref.filename, sha256: opt(ref.sha256) };
 }
 
+/** media.describe: the row, what it is, and where its bytes are. */
 export function describeMessage(d: Described): MessageInitShape<typeof DescribeMediaResponseSchema> {
   return {
     media: mediaMessage(d.row),
@@ -118,10 +121,12 @@ export function finalizeMessage(r: { row: MediaRow; noop: boolean }): MessageIni
   return { media: mediaMessage(r.row), noop: r.noop ? true : undefined };
 }
 
+/** media.text_note.get: the row with its text and display mode beside it. */
 export function textNoteMessage(row: MediaRow): MessageInitShape<typeof GetTextNoteResponseSchema> {
   return { media: mediaMessage(row), textNote: opt(row.text_note), displayMode: opt(row.display_mode) };
 }
 
+/** Where and how to PUT the bytes of an upload URL. */
 export function uploadTargetsMessage(t: UploadTargets): MessageInitShape<typeof UploadTargetsSchema> {
   return {
     uploadUrl: t.upload_url, byteUploadUrl: t.byte_upload_url, storeKey: t.store_key, method: t.method, headers: { ...t.headers },
@@ -136,10 +141,12 @@ export function uploadUrlMessage(m: MintedUpload): MessageInitShape<typeof GetMe
   };
 }
 
+/** ObjectUploaded: whether a one-call row was finalized, or the bytes removed. */
 export function objectUploadedMessage(r: UploadReport): MessageInitShape<typeof ObjectUploadedResponseSchema> {
   return { finalized: r.finalized, media: r.row ? mediaMessage(r.row) : undefined, removed: r.removed };
 }
 
+/** media.upload_begin: the session and how to send its chunks. */
 export function uploadSessionMessage(s: UploadSession): MessageInitShape<typeof BeginUploadResponseSchema> {
   return {
     uploadId: s.uploadId, chunkBytes: s.chunkBytes, maxChunkBytes: s.maxChunkBytes, chunkCount: s.chunkCount,
@@ -147,6 +154,7 @@ export function uploadSessionMessage(s: UploadSession): MessageInitShape<typeof 
   };
 }
 
+/** media.upload_chunk: the chunk stored and the session's progress. */
 export function chunkReceiptMessage(r: ChunkReceipt): MessageInitShape<typeof UploadChunkResponseSchema> {
   return {
     uploadId: r.uploadId, index: r.index, contentLength: r.contentLength, receivedChunks: r.receivedChunks,
@@ -162,6 +170,7 @@ export function downloadLinkMessage(l: DownloadLink): MessageInitShape<typeof Ge
   };
 }
 
+/** media.download_begin: the session and the whole file's facts. */
 export function downloadSessionMessage(s: DownloadSession): MessageInitShape<typeof BeginDownloadResponseSchema> {
   return {
     downloadId: s.downloadId, mediaId: BigInt(s.mediaId), contentType: s.contentType, contentLength: BigInt(s.contentLength), sha256: s.sha256,
@@ -169,6 +178,7 @@ export function downloadSessionMessage(s: DownloadSession): MessageInitShape<typ
   };
 }
 
+/** media.download_chunk: one chunk's bytes as base64. */
 export function downloadChunkMessage(c: DownloadedChunk): MessageInitShape<typeof DownloadChunkResponseSchema> {
   return {
     downloadId: c.downloadId, index: c.index, contentBase64: c.bytes.toString("base64"), contentLength: c.bytes.length,
@@ -176,6 +186,7 @@ export function downloadChunkMessage(c: DownloadedChunk): MessageInitShape<typeo
   };
 }
 
+/** media.drop_link: the link and its limits. */
 export function dropLinkMessage(l: DropLink): MessageInitShape<typeof CreateDropLinkResponseSchema> {
   return {
     url: l.url, collectionId: BigInt(l.collectionId), expiresAt: ts(l.expiresAt), expiresInSeconds: l.expiresInSeconds,
@@ -183,6 +194,7 @@ export function dropLinkMessage(l: DropLink): MessageInitShape<typeof CreateDrop
   };
 }
 
+/** CheckDropGrant: where the files dropped through the link go. */
 export function dropTargetMessage(t: DropTarget): MessageInitShape<typeof CheckDropGrantResponseSchema> {
   return { collectionId: BigInt(t.collectionId), keyPrefix: t.keyPrefix, expiresAt: ts(t.expiresAt), maxBytes: BigInt(t.maxBytes) };
 }

@@ -1,6 +1,7 @@
 /** The media schema: media rows (files, links, text notes and sub-collection link rows). */
 import { createImmutableUnaccent, type MigrationList } from "@cms/platform";
 
+/** The media schema's migrations, in the order they run. */
 export const mediaMigrations: MigrationList = [
   ["20261122000000_media", {
     async up(knex) {
@@ -152,6 +153,26 @@ export const mediaMigrations: MigrationList = [
       await knex.raw("ALTER TABLE upload_chunks ADD CONSTRAINT upload_chunks_one_place CHECK ((store_key IS NULL) <> (data IS NULL))");
       await knex.raw("CREATE UNIQUE INDEX upload_chunks_stored ON upload_chunks (upload_id, idx) WHERE state = 'stored'");
       await knex.raw("CREATE INDEX upload_chunks_session ON upload_chunks (upload_id)");
+    },
+  }],
+  ["20270101000000_collection_lifecycle_and_job_leases", {
+    async up(knex) {
+      // The last collection.lifecycle version applied to each collection: the event and the
+      // ApplyCollectionLifecycle call after the commit carry the same version, and a redelivered
+      // or late (older) change of a collection is skipped.
+      await knex.schema.createTable("collection_lifecycle_versions", (t) => {
+        t.bigInteger("collection_id").primary();
+        t.bigInteger("version").notNullable();
+        t.text("action").notNullable();
+        t.timestamp("applied_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      // Which replica runs a periodic job now (a lease that expires, not a transaction held open
+      // for the job's length: the jobs read the object store and call other services).
+      await knex.schema.createTable("job_leases", (t) => {
+        t.text("name").primary();
+        t.uuid("holder").notNullable();
+        t.timestamp("expires_at", { useTz: true }).notNullable();
+      });
     },
   }],
 ];

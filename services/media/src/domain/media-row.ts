@@ -1,5 +1,9 @@
-/** A media row as stored (the rpc layer encodes it as media.v1.Media), and the page of a list. */
+/**
+ * A media row as the application sees it (the store reads and writes it, the rpc layer encodes
+ * it as media.v1.Media), sub-collection link rows, and the page of a list.
+ */
 
+/** One media row: a file, a link, a text note or a sub-collection link row. */
 export interface MediaRow {
   id: number;
   collection_id: number;
@@ -27,15 +31,10 @@ export interface MediaRow {
   updated_at: Date;
 }
 
-/** Columns of a MediaRow (the generated search_text column is left out: WHERE clauses only). */
-export const MEDIA_COLUMNS = [
-  "id", "collection_id", "owner_user_id", "created_by", "name", "description", "tags", "main_url", "viewer", "mime_type",
-  "size_bytes", "sha256", "thumbnail_url", "background_image_url", "text_note", "display_mode", "placeholder_kind",
-  "linked_collection_id", "position", "is_archived", "is_deleted", "deleted_at", "created_at", "updated_at",
-];
-
+/** The viewer of a sub-collection's link row. */
 export const LINK_VIEWER = "collection";
 
+/** The main_url of the link row that shows a sub-collection inside its parent. */
 export function linkUrl(childCollectionId: number): string {
   return `collection://${childCollectionId}`;
 }

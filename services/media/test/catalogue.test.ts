@@ -1,0 +1,144 @@
+/**
+ * Catalogue rules that were only reachable end to end, against in-memory fakes: permissions
+ * from CheckAccess, dense positions through delete, restore, move and reorder, what goes to the
+ * outbox (and what does not on a rollback), orphaned objects kept while something uses them,
+ * and no call to the collections service inside a unit of work (the fake refuses one).
+ */
+import test from "ava";
+import { AppError, EVENTS } from "@cms/platform";
+import { callerOf, fakeMediaApp } from "./fakes.js";
+
+const OWNER = "00000000-0000-4000-8000-000000000001";
+const owner = callerOf(OWNER);
+
+async function withNotes(n: number, collectionId = 1) {
+  const f = fakeMediaApp();
+  const ids: number[] = [];
+  for (let i = 0; i < n; i++) ids.push((await f.app.notes.addTextNote(owner, { collectionId, name: `n${i}`, text: `note ${i}` })).id);
+  return { ...f, ids };
+}
+
+const positions = (f: ReturnType<typeof fakeMediaApp>, collectionId: number) => f.state.media.filter((r) => r.collection_id === collectionId && !r.is_deleted)
+  .sort((a, b) => a.position - b.position).map((r) => [r.id, r.position]);
+
+test("permissions come from CheckAccess: a deleted collection is not found, a missing flag names itself, a stranger is forbidden", async (t) => {
+  const f = fakeMediaApp();
+  f.collections.access.set(1, { isDeleted: true });
+  f.collections.access.set(2, { allowed: false, deniedPermission: "can_upload", ownerUserId: "someone" });
+  f.collections.access.set(3, { allowed: false, ownerUserId: "someone" });
+  const add = (collectionId: number) => f.app.notes.addTextNote(owner, { collectionId, text: "x" });
+  const notFound = await t.throwsAsync(add(1), { instanceOf: AppError });
+  t.is(notFound.code, "not_found");
+  t.is(notFound.detail, "Collection 1 does not exist or is not accessible.");
+  const denied = await t.throwsAsync(add(2), { instanceOf: AppError });
+  t.is(denied.code, "insufficient_permission");
+  t.deepEqual(denied.extra, { permission: "can_upload" });
+  t.is((await t.throwsAsync(add(3), { instanceOf: AppError })).code, "forbidden");
+  t.deepEqual(f.state.media, []);
+  t.deepEqual(f.events, []);
+});
+
+test("rows are appended at the end, and each add writes one collection.updated (no owner, no published)", async (t) => {
+  const f = await withNotes(3);
+  t.deepEqual(positions(f, 1), f.ids.map((id, i) => [id, i]));
+  t.deepEqual(f.events.map((e) => [e.type, e.payload.collection_id, e.payload.kind]), f.ids.map(() => [EVENTS.collectionUpdated, 1, "media_added"]));
+  t.deepEqual(Object.keys(f.events[0]!.payload).sort(), ["collection_id", "kind", "occurred_at"]);
+});
+
+test("media.delete: confirmation for hard, dry run changes nothing, soft keeps positions dense, restore appends", async (t) => {
+  const f = await withNotes(4);
+  const [a, b, c, d] = f.ids as [number, number, number, number];
+  const refused = await t.throwsAsync(f.app.catalogue.deleteMedia(owner, [b], { mode: "hard", confirm: false, dryRun: false }), { instanceOf: AppError });
+  t.is(refused.code, "confirmation_required");
+  t.deepEqual(await f.app.catalogue.deleteMedia(owner, [b], { mode: "hard", confirm: false, dryRun: true }), { dryRun: true, mode: "hard", mediaIds: [b] });
+  t.is(positions(f, 1).length, 4);
+  await f.app.catalogue.deleteMedia(owner, [b], { mode: "soft", confirm: false, dryRun: false });
+  t.deepEqual(positions(f, 1), [[a, 0], [c, 1], [d, 2]]);
+  const again = await t.throwsAsync(f.app.catalogue.deleteMedia(owner, [b], { mode: "soft", confirm: false, dryRun: false }), { instanceOf: AppError });
+  t.like(again, { code: "not_found", extra: { missing_ids: [b] } });
+  await f.app.catalogue.restoreMedia(owner, b);
+  t.deepEqual(positions(f, 1), [[a, 0], [c, 1], [d, 2], [b, 3]]);
+});
+
+test("a hard delete hands the stored objects to the outbox; the cleanup keeps one a copy still uses, and a cover", async (t) => {
+  const f = fakeMediaApp();
+  const { media } = f.stores;
+  const file = `store://${OWNER}/1/1_photo.png`;
+  const thumb = `store://${OWNER}/1/1_thumb.webp`;
+  const cover = `store://${OWNER}/1/1_cover.webp`;
+  const src = await media.insert({ collection_id: 1, owner_user_id: OWNER, created_by: OWNER, main_url: file, viewer: "image", thumbnail_url: thumb, background_image_url: cover, position: 0 });
+  const { row: copy } = await f.app.catalogue.copyMedia(owner, src.id, 2);
+  t.like(copy, { collection_id: 2, main_url: file, thumbnail_url: thumb, position: 0 });
+  for (const k of [file, thumb, cover]) await f.objects.store.put(k, Buffer.from(k), { contentType: "application/octet-stream" });
+  f.collections.covers.add(cover);
+  await f.app.catalogue.deleteMedia(owner, [copy.id], { mode: "hard", confirm: true, dryRun: false });
+  const orphaned = f.events.filter((e) => e.type === EVENTS.objectsOrphaned).flatMap((e) => e.payload.store_keys as string[]);
+  t.deepEqual(orphaned.sort(), [cover, file, thumb].sort());
+  t.deepEqual(await f.app.objects.removeOrphaned(orphaned), { removed: 0, kept: 3 }, "the original still uses them");
+  await f.app.catalogue.deleteMedia(owner, [src.id], { mode: "hard", confirm: true, dryRun: false });
+  t.deepEqual(await f.app.objects.removeOrphaned(orphaned), { removed: 2, kept: 1 });
+  t.deepEqual([...f.objects.objects.keys()], [cover], "a collection's cover stays");
+});
+
+test("media.move places the rows in order at the start position; both collections stay dense", async (t) => {
+  const f = await withNotes(3, 1);
+  const target = (await withNotesInto(f, 2, 3));
+  await f.app.catalogue.moveMedia(owner, [f.ids[2]!, f.ids[0]!], 2, 1);
+  t.deepEqual(positions(f, 1), [[f.ids[1]!, 0]]);
+  t.deepEqual(positions(f, 2), [[target[0]!, 0], [f.ids[2]!, 1], [f.ids[0]!, 2], [target[1]!, 3], [target[2]!, 4]]);
+  const kinds = f.events.slice(-2).map((e) => [e.payload.collection_id, e.payload.kind]).sort();
+  t.deepEqual(kinds, [[1, "media_removed"], [2, "media_added"]]);
+});
+
+async function withNotesInto(f: ReturnType<typeof fakeMediaApp>, collectionId: number, n: number): Promise<number[]> {
+  const ids: number[] = [];
+  for (let i = 0; i < n; i++) ids.push((await f.app.notes.addTextNote(owner, { collectionId, text: `t${i}` })).id);
+  return ids;
+}
+
+test("media.reorder: listed ids first, the rest after; a foreign id fails the unit and writes nothing", async (t) => {
+  const f = await withNotes(4);
+  const [a, b, c, d] = f.ids as [number, number, number, number];
+  const other = (await withNotesInto(f, 2, 1))[0]!;
+  const written = f.events.length;
+  const err = await t.throwsAsync(f.app.catalogue.reorderMedia(owner, 1, [c, other]), { instanceOf: AppError });
+  t.is(err.detail, `ordered_ids must be non-deleted media of collection 1; not: ${other}.`);
+  t.is(f.events.length, written, "the rolled back unit wrote no event");
+  const out = await f.app.catalogue.reorderMedia(owner, 1, [d, b]);
+  t.deepEqual(out.order, [{ id: d, position: 0 }, { id: b, position: 1 }, { id: a, position: 2 }, { id: c, position: 3 }]);
+  t.deepEqual(positions(f, 1), [[d, 0], [b, 1], [a, 2], [c, 3]]);
+});
+
+test("sub-collection link rows are not deleted, moved or copied as media", async (t) => {
+  const f = fakeMediaApp();
+  const link = await f.app.links.insertCollectionLink({ parentId: 1, childId: 9, ownerUserId: OWNER });
+  t.like(await t.throwsAsync(f.app.catalogue.deleteMedia(owner, [link.id], { mode: "soft", confirm: false, dryRun: false })), { code: "invalid_request" });
+  t.like(await t.throwsAsync(f.app.catalogue.moveMedia(owner, [link.id], 2, undefined)), { detail: "Sub-collection links move with collections.move." });
+  t.like(await t.throwsAsync(f.app.catalogue.copyMedia(owner, link.id, 2)), { detail: "Sub-collection links are not copied." });
+  t.like(await t.throwsAsync(f.app.catalogue.updateMedia(owner, link.id, { name: "x" })), { code: "invalid_request" });
+});
+
+test("text notes: an update with nothing to change writes nothing; a new thumbnail orphans a stored old one", async (t) => {
+  const f = fakeMediaApp();
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi", thumbnailUrl: `store://${OWNER}/1/1_t.webp` });
+  const written = f.events.length;
+  t.deepEqual(await f.app.notes.updateTextNote(owner, note.id, {}), note);
+  t.is(f.events.length, written);
+  const updated = await f.app.notes.updateTextNote(owner, note.id, { placeholderKind: "poem", text: "héllo" });
+  t.like(updated, { thumbnail_url: "/assets/player/carousel_placeholders_webp/carousel-placeholder-poem.webp", placeholder_kind: "poem", size_bytes: 6 });
+  t.deepEqual(f.events.filter((e) => e.type === EVENTS.objectsOrphaned).map((e) => e.payload.store_keys), [[`store://${OWNER}/1/1_t.webp`]]);
+});
+
+test("media.search: no match explains itself with the counts outside the scope", async (t) => {
+  const f = fakeMediaApp();
+  await f.app.notes.addTextNote(owner, { collectionId: 1, name: "Crème brûlée", text: "" });
+  const archived = await f.app.notes.addTextNote(owner, { collectionId: 2, name: "creme archived", text: "" });
+  await f.app.catalogue.setArchived(owner, archived.id, true);
+  const hit = await f.app.catalogue.searchMedia(owner, { query: " CREME ", limit: 10, offset: 0 });
+  t.is(hit.pagination.total, 1);
+  const miss = await f.app.catalogue.searchMedia(owner, { query: "creme", collectionId: 3, limit: 10, offset: 0 });
+  t.like(miss, { alsoInOtherCollections: 1, hint: `No item of collection 3 matches "creme", but 1 in your other collections do: search again without collection_id.` });
+  const onlyArchived = await f.app.catalogue.searchMedia(owner, { query: "archived", collectionId: 2, limit: 10, offset: 0 });
+  t.like(onlyArchived, { alsoArchived: 1, hint: `Only archived items match "archived" (1); unarchive them to see them here.` });
+  await t.throwsAsync(f.app.catalogue.searchMedia(owner, { query: "  ", limit: 10, offset: 0 }), { message: "invalid_request: query must not be blank." });
+});
