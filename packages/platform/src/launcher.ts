@@ -12,7 +12,7 @@ import type { Knex } from "knex";
 import { type Config, type ServiceName, SERVICE_NAMES, ConfigError } from "./config.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createDb, ensureExtensions, migrate, type MigrationList } from "./db.js";
-import { serviceMigrations, createLocalTransport, createNatsTransport, createOutboxRelay, enqueueEvent, type BusTransport, type OutboxRelay } from "./bus.js";
+import { serviceMigrations, createLocalTransport, createNatsTransport, createOutboxRelay, type BusTransport, type OutboxRelay } from "./bus.js";
 import { createObjectStore, type ObjectStore } from "./object-store.js";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres.js";
 import { startTelemetry } from "./telemetry.js";
@@ -186,11 +186,6 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       if (relay) relays.push(relay);
       const mlog = log.child({ module: name });
       const bus: ServiceBus = {
-        enqueue: (trx, type, payload) => {
-          if (!relay) throw new Error(`${name} has no outbox`);
-          return enqueueEvent(trx, type, payload);
-        },
-        flush: () => relay?.notify(),
         subscribe: (sub, type, handler) => transport.subscribe(`${name}-${sub}`, type, handler),
         broadcast: (type, payload) => transport.broadcast(type, payload),
         onBroadcast: (type, handler) => transport.onBroadcast(type, handler),

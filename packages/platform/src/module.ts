@@ -12,19 +12,19 @@ import type { ObjectStore } from "./object-store.js";
 import type { EventHandler } from "./bus.js";
 import type { Queryable, UnitOfWork } from "./unit-of-work.js";
 
-/** The bus as a service sees it. */
+/**
+ * The bus as a service sees it. Events a change causes are written through the unit of work's
+ * EventWriter (ServiceContext.unitOfWork), in the change's transaction; this is for the rest.
+ */
 export interface ServiceBus {
-  /** Adds an event to this service's outbox inside trx (published after commit). */
-  enqueue(trx: Knex | Knex.Transaction, type: string, payload: Record<string, unknown>): Promise<string>;
-  /** Wakes the relay after a commit that enqueued events. */
-  flush(): void;
   /** Durable subscription; `name` identifies the consumer group across replicas. */
   subscribe(name: string, type: string, handler: EventHandler): Promise<void>;
+  /** A notification to every process (not stored; e.g. a revoked token, a player command). */
   broadcast(type: string, payload: Record<string, unknown>): void;
   onBroadcast(type: string, handler: (payload: Record<string, unknown>) => void): Promise<void>;
   /** Every published event of `type`, live, in this process (not durable). */
   listen(type: string, handler: (event: import("./bus.js").BusEvent) => void): Promise<void>;
-  /** Publishes everything pending now (tests, shutdown). */
+  /** Publishes everything pending in this service's outbox now (tests, shutdown). */
   drain(): Promise<void>;
 }
 
