@@ -43,6 +43,27 @@ export function verifyGrant<T extends Grant>(secret: string, token: string, purp
   return grant;
 }
 
+/** Where download links point on the API origin (the gateway streams them; the grant is the credential). */
+export const DOWNLOAD_PREFIX = "/storage/v1/download/";
+
+/** What a download link serves: one stored object and how to label it. */
+export interface DownloadObject {
+  key: string;
+  content_type: string | null;
+  filename: string;
+  /** The media item it was minted for (absent for a collection's cover). */
+  media_id?: number;
+}
+
+/** The grant a download link carries. */
+export interface DownloadGrant extends Grant, DownloadObject { purpose: "download" }
+
+/** A signed GET link to one stored object, valid until `expiresAt`; it supports Range requests. */
+export function downloadLink(secret: string, baseUrl: string, object: DownloadObject, expiresAt: number): string {
+  const token = signGrant(secret, { purpose: "download", exp: expiresAt, ...object });
+  return `${baseUrl}${DOWNLOAD_PREFIX}${token}/${encodeURIComponent(object.filename)}`;
+}
+
 /** GRANT_SECRET, or (single-machine deployments) a secret kept under DATA_DIR. */
 export function resolveGrantSecret(configured: string | undefined, dataDir: string): string {
   if (configured) return configured;

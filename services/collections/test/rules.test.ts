@@ -124,3 +124,26 @@ test("CSV follows RFC 4180: quotes around commas, quotes and line breaks; CRLF r
   const csv = toCsv(["a", "b", "c"], [{ a: "plain", b: "x,y", c: "say \"hi\"" }, { a: null, b: "l1\nl2", c: ["t1", "t2"] }]);
   t.is(csv, "a,b,c\r\nplain,\"x,y\",\"say \"\"hi\"\"\"\r\n,\"l1\nl2\",\"t1,t2\"\r\n");
 });
+
+test("a published collection shows at its share URL: public to anyone, registered to signed-in viewers, the rest to owner and collaborators", async (t) => {
+  const { permissionsOf, visibleOnPage } = await import("../src/domain/collection-json.js");
+  const owner = "00000000-0000-4000-8000-000000000001";
+  const other = "00000000-0000-4000-8000-000000000002";
+  const row = { user_id: owner };
+  const member = { can_upload: false, can_edit: false, can_delete: false };
+  const cases: Array<[string, string | undefined, boolean, boolean]> = [
+    // level, viewer, collaborator, visible
+    ["public", undefined, false, true],
+    ["registered", undefined, false, false],
+    ["registered", other, false, true],
+    ["restricted", other, false, false],
+    ["restricted", other, true, true],
+    ["restricted", owner, false, true],
+    ["private", other, false, false],
+    ["private", owner, false, true],
+  ];
+  for (const [level, viewer, isMember, visible] of cases) {
+    const perms = permissionsOf(row, viewer, isMember ? member : undefined);
+    t.is(visibleOnPage({ share_access_level: level }, perms, viewer !== undefined), visible, `${level} ${viewer ?? "anonymous"} ${isMember}`);
+  }
+});

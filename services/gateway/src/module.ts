@@ -11,7 +11,10 @@ import { createMeta } from "./app/meta.js";
 import { PUBLIC_SERVICES } from "./app/public-services.js";
 import { buildRegistry } from "./app/registry.js";
 import { createAdmission } from "./http/admission.js";
-import { createAssetHandler } from "./http/assets.js";
+import { PLAYER_ASSETS } from "./domain/player-page.js";
+import { createPlayerPages } from "./app/player-pages.js";
+import { assetsVersion, createAssetHandler } from "./http/assets.js";
+import { createPlayerPageHandler, isPagePath } from "./http/player-page.js";
 import { DOWNLOAD_PREFIX, MEDIA_PROXY_PREFIX, createDownloadLinkHandler, createMediaProxyHandler } from "./http/download-routes.js";
 import { DROP_PREFIX, createDropHandler } from "./http/drop-page.js";
 import { createObjectStreamer } from "./http/object-stream.js";
@@ -52,6 +55,7 @@ export const gatewayModule: GatewayModule = {
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter });
     const streamObject = createObjectStreamer(ctx.store, log);
     const social = () => clients.get(SocialService);
+    const assetVersion = assetsVersion(PLAYER_ASSETS);
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
     await playerChannel.start();
 
@@ -74,6 +78,14 @@ export const gatewayModule: GatewayModule = {
         [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log }), "drop link failed"],
       ],
       pages: [[PLAYER_EVENTS_PATH, createPlayerEventsHandler({ tokens, channel: playerChannel, social, log })]],
+      sharePage: {
+        matches: isPagePath,
+        handle: createPlayerPageHandler({
+          pages: createPlayerPages({ clients, grantSecret: config.grantSecret!, baseUrl: () => config.baseUrl, assetVersion, eventsPath: PLAYER_EVENTS_PATH }),
+          baseUrl: () => config.baseUrl,
+          assetVersion,
+        }),
+      },
     });
 
     return {

@@ -83,6 +83,10 @@ function fakeMediaStore(s: State): MediaStore {
     },
     async searchCount(scope, query) { return s.media.filter(matches(scope, query)).length; },
     async exportRows(collectionId, includeArchived) { return clone(active(collectionId).filter((r) => includeArchived || !r.is_archived).sort(byPosition)); },
+    async playerItems(collectionId, limit) {
+      const shown = active(collectionId).filter((r) => !r.is_archived && !s.pending.some((p) => p.media_id === r.id)).sort(byPosition);
+      return { rows: clone(shown.slice(0, limit)), total: shown.length };
+    },
     async activeCounts(collectionIds) {
       const counts = new Map<number, number>();
       for (const r of s.media) if (collectionIds.includes(r.collection_id) && !r.is_deleted) counts.set(r.collection_id, (counts.get(r.collection_id) ?? 0) + 1);

@@ -2,7 +2,7 @@
 import {
   AppError, emitCollectionUpdated, emitObjectsOrphaned, isUniqueViolation, normalizeTags, requireScope, type Caller,
 } from "@cms/platform";
-import { parseFields, permissionsOf, shareUrl, SELECTABLE_FIELDS, type CollectionRow, type ViewerPermissions } from "../domain/collection-json.js";
+import { parseFields, permissionsOf, shareUrl, visibleOnPage, SELECTABLE_FIELDS, type CollectionRow, type ViewerPermissions } from "../domain/collection-json.js";
 import { decideUpdateVisibility, normalizePlaybackPrefs, normalizeSlug, toCsv, type AccessLevel } from "../domain/rules.js";
 import { EXPORT_COLUMNS, exportCells } from "../domain/export.js";
 import { graceEnd, type CreateLinkStep } from "../domain/pending-steps.js";
@@ -56,6 +56,12 @@ export interface ListInput {
   offset: number;
 }
 
+/** A published sub-collection a player page links to. */
+export interface PlayerPageChild { row: CollectionRow; shareUrl: string }
+
+/** What a share URL's player page shows one viewer. */
+export interface PlayerPage { row: CollectionRow; viewerIsOwner: boolean; children: PlayerPageChild[] }
+
 /** A page's place in a list and the list's total. */
 export interface Page { limit: number; offset: number; total: number }
 
@@ -83,6 +89,23 @@ export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: Step
   /** A public collection read by someone other than its owner counts as a view. */
   async function countView(row: CollectionRow, readerId: string | undefined): Promise<void> {
     if (row.is_published && row.share_access_level === "public" && readerId !== row.user_id) await stores.collections.addView(row.id);
+  }
+
+  /** The published collection at handle/slug if `viewerId` (undefined: anonymous) may see it; not_found otherwise. */
+  async function publishedForViewer(viewerId: string | undefined, handle: string, slug: string): Promise<{ row: CollectionRow; perms: ViewerPermissions }> {
+    const bare = handle.replace(/^@/, "");
+    const who = await app.social.resolveHandle({ handle: bare.toLowerCase() });
+    const missing = () => new AppError("not_found", `No published collection at ${handle}/${slug}.`);
+    if (!who.found) throw missing();
+    // The slug as publish stored it ("My Trip" was published as my-trip).
+    let stored: string;
+    try { stored = normalizeSlug(slug); } catch { throw missing(); }
+    const row = await stores.collections.publishedBySlug(who.userId, stored, bare);
+    if (!row) throw missing();
+    const m = viewerId && viewerId !== row.user_id ? await stores.collaborators.membership(row.id, viewerId) : undefined;
+    const perms = permissionsOf(row, viewerId, m);
+    if (!visibleOnPage(row, perms, viewerId !== undefined)) throw missing();
+    return { row, perms };
   }
 
   return {
@@ -221,21 +244,27 @@ export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: Step
     },
 
     async getBySlug(caller: Caller | undefined, handle: string, slug: string): Promise<CollectionRow> {
-      const bare = handle.replace(/^@/, "");
-      const who = await app.social.resolveHandle({ handle: bare.toLowerCase() });
-      const missing = () => new AppError("not_found", `No published collection at ${handle}/${slug}.`);
-      if (!who.found) throw missing();
-      // The slug as publish stored it ("My Trip" was published as my-trip).
-      let stored: string;
-      try { stored = normalizeSlug(slug); } catch { throw missing(); }
-      const row = await stores.collections.publishedBySlug(who.userId, stored, bare);
-      if (!row) throw missing();
-      const m = caller && caller.userId !== row.user_id ? await stores.collaborators.membership(row.id, caller.userId) : undefined;
-      const perms = permissionsOf(row, caller?.userId, m);
-      const visible = perms.can_read || row.share_access_level === "public" || (row.share_access_level === "registered" && caller !== undefined);
-      if (!visible) throw missing();
+      const { row } = await publishedForViewer(caller?.userId, handle, slug);
       await countView(row, caller?.userId);
       return row;
+    },
+
+    /**
+     * A share URL's player page for one viewer (undefined: anonymous): the collection, whether
+     * the viewer owns it, and the published sub-collections the viewer may open from it.
+     */
+    async playerPage(viewerId: string | undefined, handle: string, slug: string): Promise<PlayerPage> {
+      const { row, perms } = await publishedForViewer(viewerId, handle, slug);
+      await countView(row, viewerId);
+      const children: PlayerPageChild[] = [];
+      for (const child of await stores.collections.publishedChildren(row.id)) {
+        const m = viewerId && viewerId !== child.user_id ? await stores.collaborators.membership(child.id, viewerId) : undefined;
+        const url = shareUrl(app.config.appUrl, child);
+        if (url && visibleOnPage(child, permissionsOf(child, viewerId, m), viewerId !== undefined)) {
+          children.push({ row: child, shareUrl: url });
+        }
+      }
+      return { row, viewerIsOwner: perms.is_owner, children };
     },
 
     /** The found rows in the order of `ids`, and the ids not found. */

@@ -86,6 +86,8 @@ export interface CollectionsStore {
   addView(id: number): Promise<void>;
   /** A live published collection of `userId` by its stored slug and (case-insensitive) handle. */
   publishedBySlug(userId: string, slug: string, handle: string): Promise<CollectionRow | undefined>;
+  /** Published, live, unarchived sub-collections of a collection, in position order. */
+  publishedChildren(parentId: number): Promise<CollectionRow[]>;
   /** The live collections of `userId` among `ids` (any order). */
   ownedAmong(userId: string, ids: number[], includeArchived: boolean): Promise<CollectionRow[]>;
   list(filter: ListFilter): Promise<RowPage<CollectionRow>>;

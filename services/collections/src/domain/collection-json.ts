@@ -58,6 +58,14 @@ export function permissionsOf(row: Pick<CollectionRow, "user_id">, userId: strin
   return { is_owner: false, can_read: false, can_upload: false, can_edit: false, can_delete: false };
 }
 
+/**
+ * Whether a published collection shows at its share URL to a viewer: to anyone when public, to
+ * any signed-in user when registered, otherwise only to the owner and collaborators.
+ */
+export function visibleOnPage(row: Pick<CollectionRow, "share_access_level">, perms: ViewerPermissions, signedIn: boolean): boolean {
+  return perms.can_read || row.share_access_level === "public" || (row.share_access_level === "registered" && signedIn);
+}
+
 /** {app_url}/{publish handle}/{slug} while published; null otherwise. */
 export function shareUrl(appUrl: string, row: Pick<CollectionRow, "is_published" | "publish_handle" | "share_slug">): string | null {
   if (!row.is_published || !row.publish_handle || !row.share_slug) return null;

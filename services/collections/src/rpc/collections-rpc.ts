@@ -219,5 +219,15 @@ export function collectionsRoutes(app: CollectionsApp, appUrl: () => string) {
       async coverStoreKeys(req) {
         return { storeKeys: await app.coverStoreKeys(req.storeKeys) };
       },
+      async getPlayerPage(req) {
+        const page = await app.playerPage(req.viewerUserId || undefined, req.handle, req.slug);
+        return {
+          collection: collectionMessage(page.row, appUrl()),
+          viewerIsOwner: page.viewerIsOwner,
+          children: page.children.map(({ row, shareUrl }) => ({
+            id: BigInt(row.id), name: row.name, shareUrl, coverThumbnailUrl: row.cover_thumbnail_url ?? row.thumbnail_url ?? undefined, isNsfw: row.is_nsfw,
+          })),
+        };
+      },
     });
 }

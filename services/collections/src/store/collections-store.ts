@@ -121,6 +121,10 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       return q("collections").where({ user_id: userId, share_slug: slug, is_published: true, is_deleted: false })
         .whereRaw("lower(publish_handle) = lower(?)", [handle]).first(COLLECTION_COLUMNS) as Promise<CollectionRow | undefined>;
     },
+    async publishedChildren(parentId) {
+      return q("collections").where({ parent_id: parentId, is_published: true, is_deleted: false, is_archived: false })
+        .orderBy([{ column: "position" }, { column: "id" }]).select(COLLECTION_COLUMNS) as Promise<CollectionRow[]>;
+    },
     async ownedAmong(userId, ids, includeArchived) {
       const b = q("collections").select(COLLECTION_COLUMNS).whereIn("id", ids).where({ user_id: userId, is_deleted: false });
       if (!includeArchived) b.where({ is_archived: false });

@@ -8,17 +8,15 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { createContextValues } from "@connectrpc/connect";
 import type { StoredObject } from "@cms/contracts/common/v1/common_pb";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
-import { AppError, actAsKey, fromConnectError, verifyGrant, type Caller, type Clients, type Grant, type Logger } from "@cms/platform";
+import { AppError, actAsKey, fromConnectError, verifyGrant, type Caller, type Clients, type DownloadGrant, type Logger } from "@cms/platform";
+
+export { DOWNLOAD_PREFIX } from "@cms/platform";
 import type { Admit } from "./admission.js";
 import { sendError } from "./answers.js";
 import { objectRefOf, type ObjectStreamer } from "./object-stream.js";
 
-/** Where media.download_url links point. */
-export const DOWNLOAD_PREFIX = "/storage/v1/download/";
 /** Where media.describe's proxy URLs point. */
 export const MEDIA_PROXY_PREFIX = "/storage/v1/media/";
-
-interface DownloadGrant extends Grant { key: string; content_type: string | null; filename: string }
 
 /** GET/HEAD /storage/v1/download/<grant>[/<name>]: a media.download_url link, no header needed. */
 export function createDownloadLinkHandler(deps: { grantSecret: string; streamObject: ObjectStreamer; log: Logger }) {

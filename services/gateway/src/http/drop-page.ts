@@ -16,6 +16,7 @@ import { MediaService, type CheckDropGrantResponse } from "@cms/contracts/media/
 import { MediaSchema } from "@cms/contracts/media/v1/resources_pb";
 import { AppError, fromConnectError, safeFilename, verifyGrant, type Clients, type Logger, type ObjectStore } from "@cms/platform";
 import { MAX_PUT_BYTES } from "@cms/platform/upload-urls";
+import { escapeHtml } from "../domain/html.js";
 import { renderObject } from "../domain/render.js";
 import { errorOutcome, sendJson } from "./answers.js";
 
@@ -25,10 +26,6 @@ const MAX_FILES = 20;
 
 interface FileOutcome { filename: string; media?: Record<string, unknown>; error?: Record<string, unknown>; status?: number }
 
-/** Text safe inside HTML content and attribute values. */
-export function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
-}
 
 function sendHtml(res: ServerResponse, status: number, title: string, body: string, nonce?: string): void {
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

@@ -33,6 +33,8 @@ export interface GatewayRoutes {
   byteRoutes: ByteRoute[];
   /** Exact paths served by a handler of their own (the player channel, pages). */
   pages?: Array<[string, RouteHandler]>;
+  /** GET/HEAD of a path no other route took that has a share URL's shape (/{handle}/{slug}): the player page. */
+  sharePage?: { matches(path: string): boolean; handle: RouteHandler };
 }
 
 const CORS = {
@@ -44,7 +46,7 @@ const CORS = {
 };
 
 /** The gateway's server (not yet listening). */
-export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, byteRoutes, pages = [] }: GatewayRoutes): http.Server {
+export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, byteRoutes, pages = [], sharePage }: GatewayRoutes): http.Server {
   // requestTimeout bounds a whole request: an hour lets a 100 MiB PUT through a slow link.
   const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
     for (const [k, v] of Object.entries(CORS)) res.setHeader(k, v);
@@ -84,6 +86,14 @@ export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, 
     if (route) {
       route[1](req, res, path!.slice(route[0].length)).catch((err) => {
         log.error({ err }, route[2]);
+        if (res.headersSent) res.destroy();
+        else sendInternalError(res, err);
+      });
+      return;
+    }
+    if (sharePage && path && (req.method === "GET" || req.method === "HEAD") && sharePage.matches(path)) {
+      sharePage.handle(req, res).catch((err) => {
+        log.error({ err }, "player page failed");
         if (res.headersSent) res.destroy();
         else sendInternalError(res, err);
       });

@@ -89,5 +89,10 @@ export function createCollectionLinks({ stores, unitOfWork }: Pick<MediaDeps, "s
     return stores.media.exportRows(collectionId, includeArchived);
   }
 
-  return { insertCollectionLink, moveCollectionLink, countCollectionMedia, exportCollectionMedia };
+  /** The items a player page shows (the gateway asks only once the viewer may see the collection). */
+  function playerItems(collectionId: number, limit: number): Promise<{ rows: MediaRow[]; total: number }> {
+    return stores.media.playerItems(collectionId, limit);
+  }
+
+  return { insertCollectionLink, moveCollectionLink, countCollectionMedia, exportCollectionMedia, playerItems };
 }

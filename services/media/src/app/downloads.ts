@@ -5,7 +5,7 @@
  * describe's proxy URLs. Only object-store-backed files are downloadable.
  */
 import { randomUUID } from "node:crypto";
-import { AppError, isStoreKey, readObject, signGrant, type Caller, type Grant } from "@cms/platform";
+import { AppError, downloadLink, isStoreKey, readObject, type Caller } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
 import { TEXT_NOTE_URL } from "../domain/rules.js";
 import { CHUNK_BYTES, CHUNKED_MAX_BYTES, chunkCount, chunkRange, filenameOfKey } from "../domain/transfer-rules.js";
@@ -14,14 +14,8 @@ import type { Ingest } from "./ingest.js";
 import type { PendingUploads } from "./pending-uploads.js";
 import type { MediaDeps } from "./ports.js";
 
-/** Path of a signed download link on the API origin (the gateway streams it). */
-export const DOWNLOAD_PREFIX = "/storage/v1/download/";
-
 /** What the gateway streams: one stored object and how to label it. */
 export interface ObjectRef { storeKey: string; contentType: string | null; filename: string; sha256: string | null }
-
-/** The signed grant a download link carries. */
-export interface DownloadGrant extends Grant { purpose: "download"; key: string; content_type: string | null; filename: string; media_id: number }
 
 /** A signed download link and what it serves. */
 export interface DownloadLink {
@@ -70,10 +64,9 @@ export function createDownloads(
     const { row } = await access.mediaFor(caller, id, "read");
     const { row: current, ref } = await storedFileOf(row);
     const expiresAt = new Date(Date.now() + config.downloadUrlTtlMs);
-    const grant: DownloadGrant = { purpose: "download", exp: expiresAt.getTime(), key: ref.storeKey, content_type: ref.contentType, filename: ref.filename, media_id: id };
-    const token = signGrant(config.grantSecret!, grant);
+    const object = { key: ref.storeKey, content_type: ref.contentType, filename: ref.filename, media_id: id };
     return {
-      url: `${config.baseUrl}${DOWNLOAD_PREFIX}${token}/${encodeURIComponent(ref.filename)}`,
+      url: downloadLink(config.grantSecret!, config.baseUrl, object, expiresAt.getTime()),
       expiresAt,
       mediaId: id,
       filename: ref.filename,

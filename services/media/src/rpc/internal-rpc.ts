@@ -10,7 +10,7 @@ import { mediaMessage } from "./encode.js";
 import { idOf, idsOf, optionalIdOf, wireId } from "./ids.js";
 
 type Internal = Pick<ServiceImpl<typeof MediaService>,
-  "insertCollectionLink" | "moveCollectionLink" | "countCollectionMedia" | "applyCollectionLifecycle" | "exportCollectionMedia">;
+  "insertCollectionLink" | "moveCollectionLink" | "countCollectionMedia" | "applyCollectionLifecycle" | "exportCollectionMedia" | "listPlayerItems">;
 
 /** Handlers of the RPCs the collections service calls. */
 export function internalHandlers({ links, lifecycle }: Pick<MediaApp, "links" | "lifecycle">): Internal {
@@ -38,6 +38,10 @@ export function internalHandlers({ links, lifecycle }: Pick<MediaApp, "links" | 
     async exportCollectionMedia(req) {
       const rows = await links.exportCollectionMedia(idOf(req.collectionId), req.includeArchived);
       return { media: rows.map(mediaMessage) };
+    },
+    async listPlayerItems(req) {
+      const { rows, total } = await links.playerItems(idOf(req.collectionId), req.limit);
+      return { items: rows.map(mediaMessage), total: BigInt(total) };
     },
   };
 }

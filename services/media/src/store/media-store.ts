@@ -65,6 +65,8 @@ export interface MediaStore {
   searchCount(scope: SearchScope, query: string): Promise<number>;
   /** Non-deleted rows of one collection in position order (collections.export). */
   exportRows(collectionId: number, includeArchived: boolean): Promise<MediaRow[]>;
+  /** The first `limit` shown rows of a player page (active, bytes arrived) in position order, and how many there are. */
+  playerItems(collectionId: number, limit: number): Promise<{ rows: MediaRow[]; total: number }>;
   /** Non-deleted rows per collection. */
   activeCounts(collectionIds: number[]): Promise<Map<number, number>>;
 
@@ -221,6 +223,15 @@ export function createMediaStore(q: Queryable): MediaStore {
       const qb = active(collectionId).orderBy([{ column: "position" }, { column: "id" }]);
       if (!includeArchived) qb.where({ is_archived: false });
       return qb.select(MEDIA_COLUMNS);
+    },
+    async playerItems(collectionId, limit) {
+      const shown = active(collectionId).where({ is_archived: false })
+        .whereNotExists((w) => w.select(1).from("pending_uploads").whereRaw("pending_uploads.media_id = media.id"));
+      const [rows, [{ total }]] = await Promise.all([
+        shown.clone().orderBy([{ column: "position" }, { column: "id" }]).limit(limit).select(MEDIA_COLUMNS),
+        shown.clone().count<{ total: number }[]>("* as total"),
+      ]);
+      return { rows, total: Number(total) };
     },
     async activeCounts(collectionIds) {
       if (!collectionIds.length) return new Map();
