@@ -131,7 +131,7 @@ test("a published collection shows at its share URL: public to anyone, registere
   const other = "00000000-0000-4000-8000-000000000002";
   const row = { user_id: owner };
   const member = { can_upload: false, can_edit: false, can_delete: false };
-  const cases: Array<[string, string | undefined, boolean, boolean]> = [
+  const cases: Array<["public" | "registered" | "restricted" | "private", string | undefined, boolean, boolean]> = [
     // level, viewer, collaborator, visible
     ["public", undefined, false, true],
     ["registered", undefined, false, false],
