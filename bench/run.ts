@@ -13,8 +13,9 @@ import { collectionsScenario } from "./collections.js";
 import { mediaScenario } from "./media.js";
 import { transfersScenario } from "./transfers.js";
 import { webhooksScenario } from "./webhooks.js";
+import { splitScenario } from "./split.js";
 
-const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario];
+const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario];
 
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 if (process.argv.includes("--list")) {

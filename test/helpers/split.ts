@@ -67,7 +67,7 @@ export function startTarget(name: string, target: string, env: Record<string, st
   const proc = { name, child, output, done: false } as Proc;
   proc.exited = new Promise((res) => child.once("exit", (code, signal) => { proc.done = true; res({ code, signal }); }));
   proc.ready = new Promise<string>((res, rej) => {
-    const expected = target === "gateway" ? /^listening on / : new RegExp(`^serving ${target} on `);
+    const expected = target === "gateway" || target === "all" ? /^listening on / : new RegExp(`^serving ${target} on `);
     let buf = "";
     const onLine = (line: string) => {
       output.push(line);
@@ -129,7 +129,11 @@ export interface SplitSystem {
   stop(): Promise<void>;
 }
 
-export async function startSplitSystem(opts: { gateways?: number; env?: Record<string, string> } = {}): Promise<SplitSystem> {
+/**
+ * With `allInOne`, the same backends serve one `--target=all` process instead (its gateway is
+ * gateways[0] and no service has a port of its own): benches compare the two on equal terms.
+ */
+export async function startSplitSystem(opts: { gateways?: number; env?: Record<string, string>; allInOne?: boolean } = {}): Promise<SplitSystem> {
   const id = randomBytes(4).toString("hex");
   const procs: Proc[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), "cms-split-"));
@@ -183,10 +187,17 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
   };
 
   try {
+    if (opts.allInOne) {
+      for (const s of SERVICES) delete env[`${s.toUpperCase()}_URL`];
+      const all = startTarget("all", "all", { ...env, PORT: String(gatewayPorts[0]) });
+      procs.push(all);
+      await all.ready;
+      gatewayPorts.splice(1);
+    }
     // Services first, then the gateways one after the other (each migrates the gateway schema).
-    for (const s of SERVICES) procs.push(startService(s));
+    else for (const s of SERVICES) procs.push(startService(s));
     await Promise.all(procs.map((p) => p.ready));
-    for (const [i, port] of gatewayPorts.entries()) {
+    for (const [i, port] of (opts.allInOne ? [] : gatewayPorts).entries()) {
       const gw = startTarget(`gateway-${i}`, "gateway", { ...env, PORT: String(port) });
       procs.push(gw);
       await gw.ready;

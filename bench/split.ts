@@ -1,0 +1,95 @@
+/**
+ * What a Connect hop costs in split mode: the same operations through an all-in-one process and
+ * through a split system (every service its own process, Connect over HTTP/2 between them,
+ * caller assertions signed and verified on every hop), on the same PostgreSQL server and NATS,
+ * measured in one run at one connection (latency, no queueing), alternating the two systems
+ * twice so that drift of the machine falls on both. The added p50 per hop is
+ * (split p50 - all-in-one p50) / hops, with the hops each op makes:
+ * - ping: none (the gateway answers; the gap here is what differs besides hops);
+ * - collections.get: gateway -> collections (the token's introspection is cached);
+ * - ui.state.get: gateway -> social;
+ * - media.list: gateway -> media -> collections (CheckAccess).
+ * Goal: added p50 per hop <= 1 ms. Needs PostgreSQL and NATS JetStream (DATABASE_URL, NATS_URL;
+ * default the local ones).
+ */
+import { startSplitSystem, call, type SplitSystem } from "../test/helpers/split.js";
+import { drive, formatTable, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { API_KEY } from "../test/helpers/system.js";
+
+const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number }) => Record<string, unknown> }> = [
+  { name: "ping", hops: 0, body: () => ({ op: "ping" }) },
+  { name: "collections.get", hops: 1, body: ({ collection }) => ({ op: "collections.get", collection_id: collection }) },
+  { name: "ui.state.get", hops: 1, body: () => ({ op: "ui.state.get" }) },
+  { name: "media.list", hops: 2, body: ({ collection }) => ({ op: "media.list", collection_id: collection, limit: 20 }) },
+];
+
+/** A user with a collection of 20 notes on the system; what the ops need. */
+async function seed(sys: SplitSystem): Promise<{ token: string; collection: number }> {
+  const u = await sys.user("bench");
+  const must = async (body: Record<string, unknown>) => {
+    const res = await call(sys.gateways[0]!, u.token, body);
+    if (res.status !== 200) throw new Error(`${String(body.op)}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body;
+  };
+  const { collection } = await must({ op: "collections.create", name: "Hops" });
+  for (let i = 0; i < 20; i++) await must({ op: "media.text_note.add", collection_id: collection.id, name: `n${i}`, text: "x" });
+  return { token: u.token, collection: collection.id };
+}
+
+async function run(opts: BenchOptions): Promise<ScenarioReport> {
+  process.env.DATABASE_URL ??= "postgres://postgres@127.0.0.1:5432/postgres";
+  process.env.NATS_URL ??= "nats://127.0.0.1:4222";
+  const common = { warmupMs: opts.warmupSeconds * 1000, durationMs: opts.seconds * 1000, connections: 1 };
+  const systems: Array<{ label: string; sys: SplitSystem; ids: { token: string; collection: number } }> = [];
+  try {
+    for (const [label, allInOne] of [["all-in-one", true], ["split", false]] as const) {
+      const sys = await startSplitSystem({ allInOne, env: { LOG_LEVEL: "info", RATE_LIMIT_PER_MINUTE: "100000000", DB_POOL_MAX: "8" } });
+      systems.push({ label, sys, ids: await seed(sys) });
+    }
+    const results: LoadResult[] = [];
+    const p50s = new Map<string, number[]>();
+    for (let round = 0; round < 2; round++) {
+      for (const { label, sys, ids } of systems) {
+        for (const op of OPS) {
+          const r = await drive({
+            ...common, name: `${op.name} ${label} (round ${round + 1})`, url: `${sys.gateways[0]}/functions/v1/thirdparty-v1`,
+            headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${ids.token}` }, body: JSON.stringify(op.body({ collection: ids.collection })),
+          });
+          results.push(r);
+          const key = `${op.name}|${label}`;
+          p50s.set(key, [...(p50s.get(key) ?? []), r.p50Ms]);
+        }
+      }
+    }
+    const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
+    const rows = OPS.map((op) => {
+      const all = mean(p50s.get(`${op.name}|all-in-one`)!);
+      const split = mean(p50s.get(`${op.name}|split`)!);
+      return { op: op.name, hops: op.hops, all_p50_ms: round(all, 3), split_p50_ms: round(split, 3), added_ms: round(split - all, 3), per_hop_ms: op.hops ? round((split - all) / op.hops, 3) : null };
+    });
+    const perHop = rows.filter((r) => r.per_hop_ms !== null).map((r) => r.per_hop_ms!);
+    const worst = Math.max(...perHop);
+    const goals = { added_p50_per_hop_at_most_1ms: worst <= 1 };
+    return {
+      scenario: "split",
+      results,
+      summary: { hops: rows, worst_per_hop_ms: worst, goals },
+      lines: [
+        formatTable(results),
+        "",
+        "op               hops  all-in-one p50  split p50  added   per hop",
+        ...rows.map((r) => `${r.op.padEnd(16)} ${String(r.hops).padStart(4)}  ${r.all_p50_ms.toFixed(3).padStart(14)}  ${r.split_p50_ms.toFixed(3).padStart(9)}  ${r.added_ms.toFixed(3).padStart(6)}  ${r.per_hop_ms === null ? "     -" : r.per_hop_ms.toFixed(3).padStart(7)}`),
+        "",
+        `added p50 per Connect hop, worst op: ${worst.toFixed(3)} ms (goal <= 1 ms): ${goals.added_p50_per_hop_at_most_1ms ? "PASS" : "FAIL"}`,
+      ],
+    };
+  } finally {
+    for (const { sys } of systems) await sys.stop();
+  }
+}
+
+export const splitScenario: Scenario = {
+  name: "split",
+  description: "added p50 latency per Connect hop: the same ops all-in-one and split, same backends, one run",
+  run,
+};
