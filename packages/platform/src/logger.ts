@@ -1,6 +1,6 @@
 /** Structured JSON logs (pino) that carry the active trace and span ids. */
 import { pino, type Logger } from "pino";
-import { trace } from "@opentelemetry/api";
+import { isSpanContextValid, trace } from "@opentelemetry/api";
 
 export type { Logger };
 
@@ -12,9 +12,9 @@ export function createLogger(level: string, base: Record<string, unknown> = {}, 
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
     mixin() {
-      const span = trace.getActiveSpan();
-      if (!span) return {};
-      const ctx = span.spanContext();
+      const ctx = trace.getActiveSpan()?.spanContext();
+      // A non-recording span (telemetry off) has all-zero ids: better none than those.
+      if (!ctx || !isSpanContextValid(ctx)) return {};
       return { trace_id: ctx.traceId, span_id: ctx.spanId };
     },
   }, toStderr ? pino.destination(2) : undefined);

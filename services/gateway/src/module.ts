@@ -49,8 +49,11 @@ export const gatewayModule: GatewayModule = {
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter });
     const streamObject = createObjectStreamer(ctx.store, log);
 
+    // Ready from the moment it listens until stop() begins.
+    let stopping = false;
     const server = createGatewayServer({
       log,
+      ready: () => !stopping,
       handleOp: createOpEndpoint({
         log,
         registry,
@@ -73,9 +76,11 @@ export const gatewayModule: GatewayModule = {
       banner,
       listen: () => listen(server, config.port, config.host),
       async stop() {
+        stopping = true;
         rateLimiter.stop();
         idempotency.stop();
-        await close(server);
+        // Requests in flight finish within the shutdown bound, less time for the rest of the stop.
+        await close(server, config.shutdownTimeoutMs - 5000);
       },
     };
   },

@@ -6,7 +6,8 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Logger } from "@cms/platform";
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace } from "@opentelemetry/api";
+import { recordTransfer, tracer, type Logger } from "@cms/platform";
 import { ASSETS_PREFIX } from "./assets.js";
 import { sendInternalError, sendJson } from "./answers.js";
 import { OP_PATH } from "./op-endpoint.js";
@@ -30,6 +31,8 @@ export interface GatewayRoutes {
   /** Given the grant (the path after its upload prefix). */
   handleUpload: PrefixHandler;
   byteRoutes: ByteRoute[];
+  /** Whether /readyz answers 200: false while starting and once shutting down. */
+  ready?: () => boolean;
 }
 
 const CORS = {
@@ -41,11 +44,24 @@ const CORS = {
 };
 
 /** The gateway's server (not yet listening). */
-export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, byteRoutes }: GatewayRoutes): http.Server {
+export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, byteRoutes, ready = () => true }: GatewayRoutes): http.Server {
   // requestTimeout bounds a whole request: an hour lets a 100 MiB PUT through a slow link.
   return http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
+    const path = req.url?.split("?")[0] ?? "/";
+    // Probes are neither traced nor counted: they would drown the requests. Liveness is the
+    // process answering; readiness also turns false once shutdown began, so that the endpoints
+    // drop this pod before its listener closes.
+    if (path === "/healthz") { sendJson(res, 200, '{"ok":true}'); return; }
+    if (path === "/readyz") {
+      if (ready()) sendJson(res, 200, '{"ok":true}');
+      else sendJson(res, 503, JSON.stringify({ error: "unavailable", detail: "This gateway is starting or shutting down." }));
+      return;
+    }
+    traced(req, res, path, routeOf(path, byteRoutes), () => route(req, res, path));
+  });
+
+  function route(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
     for (const [k, v] of Object.entries(CORS)) res.setHeader(k, v);
-    const path = req.url?.split("?")[0];
     if (req.method === "OPTIONS") { res.writeHead(204); res.end(); return; }
     if (path === OP_PATH) {
       if (req.method !== "POST") {
@@ -58,7 +74,6 @@ export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, 
       });
       return;
     }
-    if (path === "/healthz" || path === "/readyz") { sendJson(res, 200, '{"ok":true}'); return; }
     if (path?.startsWith(ASSETS_PREFIX)) {
       handleAsset(req, res, path).catch((err) => log.error({ err }, "asset failed"));
       return;
@@ -78,7 +93,47 @@ export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, 
       return;
     }
     sendJson(res, 404, JSON.stringify({ error: "not_found", detail: `No route for ${req.method} ${path}.` }));
-  });
+  }
+}
+
+/** The route a path belongs to, as spans and metrics name it (a bounded set of values). */
+export function routeOf(path: string, byteRoutes: ByteRoute[]): string {
+  if (path === OP_PATH) return "op";
+  if (path.startsWith(ASSETS_PREFIX)) return "assets";
+  if (UPLOAD_PREFIXES.some((p) => path.startsWith(p))) return "upload";
+  const byte = byteRoutes.find(([prefix]) => path.startsWith(prefix));
+  return byte ? byte[0].split("/").filter(Boolean).join("/") : "other";
+}
+
+/**
+ * One SERVER span per request (continuing a trace the client began with a traceparent header),
+ * active while the request is handled so that every log line carries its ids; the op endpoint
+ * renames it `op <name>`. The bytes the request brought in and its answer took out are counted by
+ * route, from the socket's counters (one request at a time per keep-alive connection).
+ */
+function traced(req: http.IncomingMessage, res: http.ServerResponse, path: string, route: string, handle: () => void): void {
+  const socket = req.socket;
+  const readAtStart = socket.bytesRead;
+  const writtenAtStart = socket.bytesWritten;
+  const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+  const span = tracer().startSpan(`${req.method} ${route}`, {
+    kind: SpanKind.SERVER,
+    attributes: { "http.request.method": req.method ?? "", "http.route": route, "url.path": path },
+  }, parent);
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    recordTransfer("in", route, socket.bytesRead - readAtStart);
+    recordTransfer("out", route, socket.bytesWritten - writtenAtStart);
+    span.setAttribute("http.response.status_code", res.statusCode);
+    if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    if (!res.writableFinished) span.setAttribute("cms.aborted", true);
+    span.end();
+  };
+  res.once("finish", end);
+  res.once("close", end);
+  context.with(trace.setSpan(parent, span), handle);
 }
 
 /** Starts listening; resolves to the base URL it listens on (PORT=0 picks a free port). */
@@ -92,11 +147,14 @@ export async function listen(server: http.Server, port: number, host: string): P
   return `http://${bound}:${addr.port}`;
 }
 
-/** Stops taking requests, lets idle connections go at once and busy ones within 5 s. */
-export async function close(server: http.Server): Promise<void> {
+/** Stops taking requests, lets idle connections go at once and busy ones finish within drainMs. */
+export async function close(server: http.Server, drainMs = 5000): Promise<void> {
   await new Promise<void>((resolve) => {
-    server.close(() => resolve());
+    // Keep-alive connections that finish their request become idle: hang them up as they do.
+    const idle = setInterval(() => server.closeIdleConnections(), 50);
+    const done = () => { clearInterval(idle); clearTimeout(deadline); resolve(); };
+    const deadline = setTimeout(() => { server.closeAllConnections(); done(); }, drainMs);
+    server.close(done);
     server.closeIdleConnections();
-    setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref();
   });
 }
