@@ -1,11 +1,11 @@
 /** Structured JSON logs (pino) that carry the active trace and span ids. */
-import { pino, type Logger } from "pino";
+import { pino, type DestinationStream, type Logger } from "pino";
 import { isSpanContextValid, trace } from "@opentelemetry/api";
 
 export type { Logger };
 
-/** `toStderr` keeps stdout free for a command's own output (the admin CLI). */
-export function createLogger(level: string, base: Record<string, unknown> = {}, toStderr = false): Logger {
+/** `toStderr` keeps stdout free for a command's own output (the admin CLI); a stream receives the lines instead (tests). */
+export function createLogger(level: string, base: Record<string, unknown> = {}, toStderr: boolean | DestinationStream = false): Logger {
   return pino({
     level,
     base: { ...base },
@@ -17,5 +17,5 @@ export function createLogger(level: string, base: Record<string, unknown> = {}, 
       if (!ctx || !isSpanContextValid(ctx)) return {};
       return { trace_id: ctx.traceId, span_id: ctx.spanId };
     },
-  }, toStderr ? pino.destination(2) : undefined);
+  }, typeof toStderr === "object" ? toStderr : toStderr ? pino.destination(2) : undefined);
 }

@@ -109,7 +109,7 @@ export function routeOf(path: string, byteRoutes: ByteRoute[]): string {
  * One SERVER span per request (continuing a trace the client began with a traceparent header),
  * active while the request is handled so that every log line carries its ids; the op endpoint
  * renames it `op <name>`. The bytes the request brought in and its answer took out are counted by
- * route, from the socket's counters (one request at a time per keep-alive connection).
+ * route (answers from the socket's counter: one request at a time per keep-alive connection).
  */
 function traced(req: http.IncomingMessage, res: http.ServerResponse, path: string, route: string, handle: () => void): void {
   const socket = req.socket;
@@ -124,7 +124,10 @@ function traced(req: http.IncomingMessage, res: http.ServerResponse, path: strin
   const end = () => {
     if (ended) return;
     ended = true;
-    recordTransfer("in", route, socket.bytesRead - readAtStart);
+    // A small body arrives with the headers, before this handler runs: the declared length of a
+    // body read whole is exact; the socket's count covers the rest (chunked, cut short).
+    const declared = Number(req.headers["content-length"]);
+    recordTransfer("in", route, req.complete && Number.isSafeInteger(declared) ? declared : socket.bytesRead - readAtStart);
     recordTransfer("out", route, socket.bytesWritten - writtenAtStart);
     span.setAttribute("http.response.status_code", res.statusCode);
     if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
