@@ -11,10 +11,12 @@
 import { EventEmitter } from "node:events";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { context, propagation } from "@opentelemetry/api";
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation } from "@opentelemetry/api";
 import type { Knex } from "knex";
 import type { Logger } from "./logger.js";
 import type { Migration } from "./db.js";
+import { observeConsumer, recordConsumed, recordPublished, secondsSince } from "./metrics.js";
+import { tracer } from "./telemetry.js";
 
 export interface BusEvent {
   id: string;
@@ -56,8 +58,36 @@ export async function enqueueEvent(trx: Knex | Knex.Transaction, type: string, p
   return id;
 }
 
+/**
+ * Runs a subscription's handler for one event inside a CONSUMER span that continues the trace of
+ * the change that caused the event (its context travels in the event's headers), and counts it.
+ */
+async function consume(subscription: string, event: BusEvent, handler: EventHandler, system: string): Promise<void> {
+  const parent = propagation.extract(ROOT_CONTEXT, event.headers);
+  const started = performance.now();
+  const attributes = {
+    "messaging.system": system, "messaging.operation.type": "process", "messaging.destination.name": event.type,
+    "messaging.consumer.group.name": subscription, "messaging.message.id": event.id,
+  };
+  await tracer().startActiveSpan(`process ${event.type}`, { kind: SpanKind.CONSUMER, attributes }, parent, async (span) => {
+    try {
+      await handler(event);
+      recordConsumed(subscription, event.type, "ok", secondsSince(started));
+    } catch (err) {
+      span.recordException(err as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message });
+      recordConsumed(subscription, event.type, "error", secondsSince(started));
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}
+
 /** Transport beneath the relay: where published events go and where subscribers read. */
 export interface BusTransport {
+  /** messaging.system of its spans: "nats" or "in_process". */
+  readonly system: string;
   publish(event: BusEvent): Promise<void>;
   subscribe(name: string, type: string, handler: EventHandler): Promise<void>;
   broadcast(type: string, payload: Record<string, unknown>): void;
@@ -80,13 +110,12 @@ export function createLocalTransport(log: Logger): BusTransport {
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   return {
+    system: "in_process",
     async publish(event) {
       const list = subs.get(event.type) ?? [];
       // Every subscriber must succeed before the row counts as published; a failure makes the
       // relay retry the whole event later (handlers are idempotent).
-      for (const s of list) {
-        await context.with(propagation.extract(context.active(), event.headers), () => s.handler(event));
-      }
+      for (const s of list) await consume(s.name, event, s.handler, "in_process");
       for (const l of listeners.get(event.type) ?? []) {
         try { l(event); } catch (err) { log.error({ err, type: event.type }, "event listener failed"); }
       }
@@ -134,6 +163,7 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
   }
   const js = jetstream(nc);
   const consumers: Array<{ stop(): void }> = [];
+  const unobserve: Array<() => void> = [];
   // Follows the connection's status events (readiness reports NOT_SERVING while disconnected).
   let isConnected = true;
   void (async () => {
@@ -149,6 +179,7 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
   const subjectOf = (type: string) => `${subjectPrefix}.${type}`;
   const broadcastSubject = (type: string) => `${subjectPrefix}-broadcast.${type}`;
   return {
+    system: "nats",
     async publish(event) {
       const h = natsHeaders();
       for (const [k, v] of Object.entries(event.headers)) h.set(k, v);
@@ -172,10 +203,16 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
       const consumer = await js.consumers.get(stream, durable);
       const messages = await consumer.consume({ max_messages: 64 });
       consumers.push({ stop: () => messages.stop() });
+      // Consumer lag: what the stream holds for this subscription that it has not acknowledged.
+      unobserve.push(observeConsumer(name, async () => {
+        const info = await consumer.info();
+        return info.num_pending + info.num_ack_pending;
+      }));
       void (async () => {
         for await (const m of messages) {
           const headers: Record<string, string> = {};
-          for (const k of m.headers?.keys() ?? []) headers[k] = m.headers!.get(k);
+          // Lower case, as they were written (trace context is looked up as "traceparent").
+          for (const k of m.headers?.keys() ?? []) headers[k.toLowerCase()] = m.headers!.get(k);
           const event: BusEvent = {
             id: m.headers?.get("Nats-Msg-Id") ?? String(m.seq),
             type,
@@ -184,7 +221,7 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
             headers,
           };
           try {
-            await context.with(propagation.extract(context.active(), headers), () => handler(event));
+            await consume(name, event, handler, "nats");
             m.ack();
           } catch (err) {
             log.warn({ err, type, subscription: name, attempt: m.info.deliveryCount }, "event handler failed; will be redelivered");
@@ -235,6 +272,7 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
     connected: () => isConnected && !nc.isClosed(),
     async close() {
       closing = true;
+      for (const u of unobserve) u();
       for (const c of consumers) c.stop();
       await nc.drain().catch(() => nc.close());
     },
@@ -247,6 +285,8 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
  * replicas) publishes the rows in order and deletes what was published.
  */
 export interface OutboxRelay {
+  /** Events not yet published and the age of the oldest (metrics read it at collection time). */
+  backlog(): Promise<{ unpublished: number; lagSeconds: number }>;
   notify(): void;
   start(): void;
   stop(): Promise<void>;
@@ -254,7 +294,8 @@ export interface OutboxRelay {
   drain(): Promise<void>;
 }
 
-export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger, opts: { pollMs?: number; batch?: number } = {}): OutboxRelay {
+export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger, opts: { pollMs?: number; batch?: number; schema?: string } = {}): OutboxRelay {
+  const schema = opts.schema ?? "unknown";
   const pollMs = opts.pollMs ?? 1000;
   const batch = opts.batch ?? 100;
   let running = false;
@@ -285,7 +326,7 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
           occurredAt: new Date(row.occurred_at).toISOString(),
         };
         try {
-          await transport.publish(event);
+          await publishTraced(event);
           done.push(row.seq);
         } catch (err) {
           const delayMs = Math.min(60_000, 250 * 2 ** Math.min(row.attempts, 8));
@@ -298,6 +339,29 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
       }
       if (done.length) await trx("outbox").whereIn("seq", done).delete();
       return rows.length;
+    });
+  }
+
+  /**
+   * One event out, in a PRODUCER span child of the context the event was written in (the request
+   * that changed the state); the span's own context replaces it in the headers, so consumers in
+   * any process continue the same trace.
+   */
+  async function publishTraced(event: BusEvent): Promise<void> {
+    const parent = propagation.extract(ROOT_CONTEXT, event.headers);
+    const attributes = { "messaging.system": transport.system, "messaging.operation.type": "send", "messaging.destination.name": event.type, "messaging.message.id": event.id };
+    await tracer().startActiveSpan(`publish ${event.type}`, { kind: SpanKind.PRODUCER, attributes }, parent, async (span) => {
+      try {
+        const headers = { ...event.headers };
+        propagation.inject(context.active(), headers);
+        await transport.publish({ ...event, headers });
+        recordPublished(schema, event.type);
+      } catch (err) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message });
+        throw err;
+      } finally {
+        span.end();
+      }
     });
   }
 
@@ -320,6 +384,10 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
   }
 
   return {
+    async backlog() {
+      const row = await db("outbox").first(db.raw("count(*)::int AS n"), db.raw("COALESCE(EXTRACT(EPOCH FROM now() - min(occurred_at)), 0)::float8 AS lag"));
+      return { unpublished: Number(row?.n ?? 0), lagSeconds: Math.max(0, Number(row?.lag ?? 0)) };
+    },
     notify() {
       pending = true;
       wake?.();

@@ -4,6 +4,7 @@
  * conventions.md is here, plus the wiring variables of split mode.
  */
 import { resolve } from "node:path";
+import type { TelemetryConfig } from "./telemetry.js";
 
 export const TARGETS = ["all", "gateway", "collections", "media", "social", "webhooks", "auth"] as const;
 export type Target = (typeof TARGETS)[number];
@@ -56,6 +57,8 @@ export interface Config {
   maxBodyBytes: number;
   /** How long the gateway trusts a token introspection result. */
   tokenCacheMs: number;
+  /** Bound of an orderly stop after SIGTERM: requests in flight get this long, less 5 s for the rest. */
+  shutdownTimeoutMs: number;
   /** Port a single service target listens on for Connect (HTTP/2 cleartext). */
   servicePort: number;
   /** SERVICE_PORT was set: the all-in-one process serves every service's port too (internal callers, grpcurl). */
@@ -68,7 +71,7 @@ export interface Config {
   callerSigningKey: string | undefined;
   /** Previous public keys (PEM or file paths) still accepted while a key rotation rolls out. */
   callerVerifyKeys: string[];
-  telemetry: { disabled: boolean; serviceName?: string; exporterConfigured: boolean };
+  telemetry: TelemetryConfig;
 }
 
 /** "collections.v1.CollectionsService" -> "collections"; gateway.v1 services are the gateway's own. */
@@ -171,6 +174,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     logLevel: env.LOG_LEVEL || "info",
     maxBodyBytes: int(env, "MAX_BODY_BYTES", 16 * 1024 * 1024, 1024),
     tokenCacheMs: int(env, "TOKEN_CACHE_MS", 2000),
+    shutdownTimeoutMs: int(env, "SHUTDOWN_TIMEOUT_MS", 30000, 6000),
     servicePort,
     servicePortRequested: Boolean(env.SERVICE_PORT),
     serviceUrls,
@@ -182,6 +186,11 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
       disabled: bool(env, "OTEL_SDK_DISABLED", false),
       serviceName: env.OTEL_SERVICE_NAME || undefined,
       exporterConfigured: Boolean(env.OTEL_TRACES_EXPORTER || env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
+      metricsPort: env.METRICS_PORT ? int(env, "METRICS_PORT", 0, 0, 65535) : undefined,
+      metricsHost: env.METRICS_HOST || host,
+      otlpMetrics: Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT || /\botlp\b/.test(env.OTEL_METRICS_EXPORTER ?? "")),
+      otlpMetricsProtocol: (env.OTEL_EXPORTER_OTLP_METRICS_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || "http/protobuf").trim(),
+      metricExportIntervalMs: int(env, "OTEL_METRIC_EXPORT_INTERVAL", 60000, 100),
     },
   };
 }

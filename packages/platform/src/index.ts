@@ -5,6 +5,7 @@ export * from "./db.js";
 export * from "./bus.js";
 export * from "./object-store.js";
 export * from "./telemetry.js";
+export * from "./metrics.js";
 export * from "./caller.js";
 export * from "./assertions.js";
 export * from "./tokens.js";

@@ -16,6 +16,7 @@ import { serviceMigrations, createLocalTransport, createNatsTransport, createOut
 import { createObjectStore, type ObjectStore } from "./object-store.js";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres.js";
 import { startTelemetry } from "./telemetry.js";
+import { observeOutbox, observePool } from "./metrics.js";
 import { resolveGrantSecret } from "./grants.js";
 import { clientInterceptors, ownerOf, serverInterceptors, useNativeUtf8Check } from "./rpc.js";
 import { createAssertionSigner, createAssertionVerifier, loadCallerKeys } from "./assertions.js";
@@ -52,6 +53,8 @@ export interface System {
   url?: string;
   /** Connect URL when this process runs one service. */
   serviceUrl?: string;
+  /** Prometheus endpoint of this process, when METRICS_PORT is set. */
+  metricsUrl?: string;
   banner: Record<string, unknown>;
   /** Connection string of the database in use (embedded or DATABASE_URL). */
   databaseUrl: string;
@@ -180,10 +183,16 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       const db = createDb(databaseUrl!, schema, poolMax);
       cleanup.push(() => db.destroy());
       dbs.set(name, db);
+      const unobservePool = observePool(schema, db);
+      cleanup.push(async () => unobservePool());
       if (extensions.length) await ensureExtensions(db, extensions);
       await migrate(db, schema, withOutbox ? serviceMigrations(migrations) : migrations);
-      const relay = withOutbox ? createOutboxRelay(db, transport, log.child({ outbox: schema })) : undefined;
-      if (relay) relays.push(relay);
+      const relay = withOutbox ? createOutboxRelay(db, transport, log.child({ outbox: schema }), { schema }) : undefined;
+      if (relay) {
+        relays.push(relay);
+        const unobserve = observeOutbox(schema, () => relay.backlog());
+        cleanup.push(async () => unobserve());
+      }
       const mlog = log.child({ module: name });
       const bus: ServiceBus = {
         subscribe: (sub, type, handler) => transport.subscribe(`${name}-${sub}`, type, handler),
@@ -274,6 +283,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       log,
       url,
       serviceUrl,
+      metricsUrl: telemetry.metricsUrl,
       banner,
       databaseUrl: databaseUrl!,
       clients,

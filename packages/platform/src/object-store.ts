@@ -11,6 +11,7 @@ import { randomUUID, createHash } from "node:crypto";
 import { PassThrough, Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { S3Config } from "./config.js";
+import { traceOutbound } from "./telemetry.js";
 
 export interface ObjectInfo {
   contentType: string;
@@ -269,6 +270,16 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
     responseChecksumValidation: "WHEN_REQUIRED" as const,
   };
   const client = new s3.S3Client({ ...common, endpoint: cfg.endpoint });
+  // Every request to the object store is a CLIENT span and a counted outbound call ("s3" peer,
+  // the command as operation), retries included.
+  client.middlewareStack.add((next, ctx) => (args) => traceOutbound("s3", String(ctx.commandName ?? "command").replace(/Command$/, ""), {
+    attributes: { "aws.s3.bucket": cfg.bucket, "server.address": cfg.endpoint },
+    outcomeOf: (out) => ({ status: (out.response as { statusCode?: number }).statusCode ?? 200 }),
+    failureOf: (err) => {
+      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+      return status ? `${Math.floor(status / 100)}xx` : "network";
+    },
+  }, () => next(args)), { step: "initialize", name: "cmsTelemetry" });
   const presigner = new s3.S3Client({ ...common, endpoint: cfg.publicEndpoint });
   try {
     await client.send(new s3.HeadBucketCommand({ Bucket: cfg.bucket }));

@@ -12,6 +12,7 @@ import { lookup } from "node:dns/promises";
 import type { LookupFunction } from "node:net";
 import type { Readable } from "node:stream";
 import ipaddr from "ipaddr.js";
+import { traceOutbound } from "./telemetry.js";
 
 export type OutboundFailure = "bad_url" | "blocked_host" | "timeout" | "too_large" | "http_status" | "too_many_redirects" | "network";
 
@@ -105,8 +106,22 @@ export interface FetchStreamResult {
   body: Readable;
 }
 
-/** Opens a vetted request and returns the response stream (caller must consume or destroy it). */
+/**
+ * Opens a vetted request and returns the response stream (caller must consume or destroy it).
+ * One CLIENT span and one counted outbound call ("fetch" peer) cover the redirects followed.
+ */
 export async function fetchStream(raw: string, opts: FetchOptions): Promise<FetchStreamResult> {
+  const method = opts.method ?? "GET";
+  let origin = "invalid";
+  try { origin = new URL(raw).origin; } catch { /* vetUrl reports it */ }
+  return traceOutbound("fetch", method, {
+    attributes: { "http.request.method": method, "server.address": origin },
+    outcomeOf: (r) => ({ status: r.status }),
+    failureOf: (err) => (err instanceof OutboundError ? err.reason : "network"),
+  }, () => fetchHops(raw, opts));
+}
+
+async function fetchHops(raw: string, opts: FetchOptions): Promise<FetchStreamResult> {
   const maxRedirects = opts.followRedirects === false ? 0 : opts.maxRedirects ?? 5;
   const timeoutMs = opts.timeoutMs ?? 15_000;
   let current: string | URL = raw;

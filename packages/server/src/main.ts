@@ -26,7 +26,7 @@ try {
     stopping = true;
     // The ready line is printed whatever LOG_LEVEL says: it is how people and scripts know.
   log.child({}, { level: "info" }).info({ signal }, "shutting down");
-    const force = setTimeout(() => { log.error("shutdown took too long; exiting"); process.exit(1); }, 20_000);
+    const force = setTimeout(() => { log.error("shutdown took too long; exiting"); process.exit(1); }, config.shutdownTimeoutMs);
     force.unref();
     await system.stop();
     log.info("stopped");
@@ -38,6 +38,7 @@ try {
   log.child({}, { level: "info" }).info({
     ...(system.url ? { url: system.url, endpoint: `${system.url}/functions/v1/thirdparty-v1` } : {}),
     ...(system.serviceUrl ? { service_url: system.serviceUrl } : {}),
+    ...(system.metricsUrl ? { metrics_url: system.metricsUrl } : {}),
     ...system.banner,
   }, system.url ? `listening on ${system.url}` : `serving ${config.target} on ${system.serviceUrl}`);
 } catch (err) {

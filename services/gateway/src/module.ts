@@ -59,8 +59,11 @@ export const gatewayModule: GatewayModule = {
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
     await playerChannel.start();
 
+    // Ready from the moment it listens until stop() begins.
+    let stopping = false;
     const server = createGatewayServer({
       log,
+      ready: () => !stopping,
       handleOp: createOpEndpoint({
         log,
         registry,
@@ -92,10 +95,13 @@ export const gatewayModule: GatewayModule = {
       banner,
       listen: () => listen(server, config.port, config.host),
       async stop() {
+        stopping = true;
+        // Open player streams never end by themselves: closing them lets the drain finish.
         await playerChannel.stop();
         rateLimiter.stop();
         idempotency.stop();
-        await close(server);
+        // Requests in flight finish within the shutdown bound, less time for the rest of the stop.
+        await close(server, config.shutdownTimeoutMs - 5000);
       },
     };
   },

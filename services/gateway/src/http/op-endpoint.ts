@@ -5,7 +5,8 @@
  * dispatch, and the contract's error shape for every failure.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { AppError, authorizeOperation, sha256Hex, type Caller, type Logger } from "@cms/platform";
+import { SpanStatusCode, trace } from "@opentelemetry/api";
+import { AppError, authorizeOperation, recordOp, secondsSince, sha256Hex, type Caller, type Logger } from "@cms/platform";
 import type { Dispatch } from "../app/dispatch.js";
 import { validationError, type OpEntry, type OpRegistry } from "../app/registry.js";
 import { canonicalJson } from "../domain/canonical-json.js";
@@ -52,18 +53,56 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
+/** What the span and the metrics of one op request say about it, filled in as it is learnt. */
+interface OpFacts { op?: string; userId?: string }
+
+/** The contract's error code of an answer ("ok" for a success). */
+function codeOf(outcome: JsonOutcome): string {
+  if (outcome.status < 400) return "ok";
+  try {
+    const code = (JSON.parse(outcome.body) as { error?: unknown }).error;
+    return typeof code === "string" ? code : "error";
+  } catch {
+    return "error";
+  }
+}
+
+/**
+ * Names the request's SERVER span `op <name>` with the op, user, status and error code, and
+ * counts the op (RED: requests by outcome code, duration). Requests whose op is unknown or
+ * missing count under "unknown", so the label keeps a bounded set of values.
+ */
+function observeOp(facts: OpFacts, outcome: JsonOutcome, started: number): void {
+  const op = facts.op ?? "unknown";
+  const code = codeOf(outcome);
+  const span = trace.getActiveSpan();
+  if (span) {
+    span.updateName(`op ${op}`);
+    span.setAttribute("cms.op", op);
+    if (facts.userId) span.setAttribute("enduser.id", facts.userId);
+    span.setAttribute("http.response.status_code", outcome.status);
+    if (code !== "ok") {
+      span.setAttribute("cms.error_code", code);
+      span.setAttribute("error.type", code);
+    }
+    if (outcome.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+  }
+  recordOp(op, code, secondsSince(started));
+}
+
 /** The op endpoint's request handler. */
 export function createOpEndpoint(deps: OpEndpointDeps) {
   const { registry, admit, idempotency, log } = deps;
 
   /** The body and its operation: read between the API key and the token, so their errors come first. */
-  async function requested(req: IncomingMessage): Promise<{ body: Record<string, unknown>; op: OpEntry }> {
+  async function requested(req: IncomingMessage, facts: OpFacts): Promise<{ body: Record<string, unknown>; op: OpEntry }> {
     const body = parseRequestBody(await readBody(req, deps.maxBodyBytes));
     const name = body.op;
     if (typeof name !== "string" || !name) {
       throw new AppError("invalid_request", "The request body needs a string field \"op\" naming the operation.", { field: "op" });
     }
     const op = registry.get(name);
+    if (op) facts.op = op.name;
     if (!op) {
       throw new AppError("invalid_request", `Unknown operation "${name}". operations.list gives every name.`, { field: "op", did_you_mean: registry.nearest(name) });
     }
@@ -75,10 +114,13 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
     return object ? { ...outcome, object: objectRefOf(object) } : outcome;
   }
 
-  async function run(req: IncomingMessage, res: ServerResponse): Promise<Answer> {
+  async function run(req: IncomingMessage, res: ServerResponse, facts: OpFacts): Promise<Answer> {
     const { caller, target: { body, op } } = await admit(req, res, {
-      target: () => requested(req),
-      authorize: (who, { op }) => authorizeOperation(op, who),
+      target: () => requested(req, facts),
+      authorize: (who, { op }) => {
+        if (who) facts.userId = who.userId;
+        return authorizeOperation(op, who);
+      },
     });
 
     const { op: _op, ...fields } = body;
@@ -103,18 +145,25 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
   }
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const facts: OpFacts = {};
     let outcome: Answer;
     try {
-      outcome = await run(req, res);
+      outcome = await run(req, res, facts);
       if (outcome.object && deps.streamObject) {
-        await deps.streamObject(req, res, outcome.object, { disposition: "attachment", headers: outcome.headers });
+        try {
+          await deps.streamObject(req, res, outcome.object, { disposition: "attachment", headers: outcome.headers });
+        } finally {
+          observeOp(facts, { status: res.statusCode, body: "" }, started);
+        }
         return;
       }
     } catch (err) {
       outcome = errorOutcome(err, log);
       if (outcome.status === 413) res.setHeader("connection", "close");
-      if (res.headersSent) { res.destroy(); return; }
+      if (res.headersSent) { observeOp(facts, outcome, started); res.destroy(); return; }
     }
+    observeOp(facts, outcome, started);
     sendJson(res, outcome.status, outcome.body, outcome.headers);
   };
 }

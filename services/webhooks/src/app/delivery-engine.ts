@@ -14,7 +14,7 @@
  *    Attempts run concurrently up to a bound, so one slow receiver holds one slot, never the others.
  */
 import { randomUUID } from "node:crypto";
-import type { BusEvent, Logger, UnitOfWork } from "@cms/platform";
+import { currentTraceparent, linkTo, recordWebhookDelivery, type BusEvent, type Logger, type UnitOfWork } from "@cms/platform";
 import { afterFailedDelivery, deliveryBody, judgeAttempt, parseRetryAfter, shouldDeliver } from "../domain/deliveries.js";
 import { signDelivery } from "../domain/signing.js";
 import type { ClaimedDelivery, WebhooksStore } from "../store/webhooks-store.js";
@@ -51,7 +51,8 @@ export function createDeliveryEngine(deps: EngineDeps) {
     if (!Number.isSafeInteger(collectionId)) return;
     await uow(async (store) => {
       if (typeof p.published === "boolean") await store.setPublished(collectionId, p.published);
-      await store.addChange(collectionId, { eventId: event.id, kind: String(p.kind ?? "updated"), at: new Date(p.occurred_at ?? event.occurredAt) }, config.coalesceMs);
+      // The change keeps its trace: the delivery that carries it, later, links back to it.
+      await store.addChange(collectionId, { eventId: event.id, kind: String(p.kind ?? "updated"), at: new Date(p.occurred_at ?? event.occurredAt), traceparent: currentTraceparent() }, config.coalesceMs);
     });
   }
 
@@ -65,7 +66,7 @@ export function createDeliveryEngine(deps: EngineDeps) {
         const id = randomUUID();
         const last = w.changes[w.changes.length - 1]!;
         await store.insertDelivery({
-          id, webhookId: w.webhook.id, collectionId: Number(w.webhook.collection_id), event: "collection.updated", windowClosedAt: w.closedAt,
+          id, webhookId: w.webhook.id, collectionId: Number(w.webhook.collection_id), event: "collection.updated", windowClosedAt: w.closedAt, traceLinks: w.traceLinks,
           body: deliveryBody({ deliveryId: id, collectionId: Number(w.webhook.collection_id), occurredAt: last.at, changes: w.changes, published: w.webhook.collection_published }),
         });
         created++;
@@ -76,11 +77,14 @@ export function createDeliveryEngine(deps: EngineDeps) {
 
   /** One attempt of a claimed delivery, and its outcome recorded (step 3). */
   async function attempt(d: ClaimedDelivery): Promise<void> {
-    const result = await receiver.send(d.url, { ...signDelivery(d.secret, d.id, d.body, Date.now()) }, d.body);
+    // The attempt's span links to the trace of every change the delivery coalesces.
+    const links = (d.trace_links ?? []).flatMap((tp) => linkTo(tp) ?? []);
+    const result = await receiver.send(d.url, { ...signDelivery(d.secret, d.id, d.body, Date.now()) }, d.body, links);
     const verdict = judgeAttempt(d.attempts, result.status !== undefined
       ? { kind: "answered", status: result.status, retryAfterMs: parseRetryAfter(result.retryAfter, Date.now()) }
       : { kind: "failed", error: result.error ?? "no answer" }, config.backoffMs);
     const error = verdict.kind === "delivered" ? null : verdict.error;
+    recordWebhookDelivery(verdict.kind);
     await uow(async (store) => {
       await store.recordAttempt({ deliveryId: d.id, webhookId: d.webhook_id, event: d.event, attempt: d.attempts, status: result.status ?? null, durationMs: result.durationMs, error });
       const webhook = await store.webhookById(d.webhook_id);

@@ -80,4 +80,12 @@ export const migrations: MigrationList = [
       });
     },
   }],
+  ["20261124210000_trace_links", {
+    async up(knex) {
+      // The trace of each change (the event's consumer span), so that a delivery coalescing
+      // several changes links to every trace that caused it.
+      await knex.schema.alterTable("pending_changes", (t) => { t.text("traceparent"); });
+      await knex.schema.alterTable("deliveries", (t) => { t.jsonb("trace_links").notNullable().defaultTo("[]"); });
+    },
+  }],
 ];

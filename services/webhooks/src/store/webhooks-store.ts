@@ -32,6 +32,8 @@ export interface AttemptRow {
 
 export interface DeliveryRow {
   id: string;
+  /** traceparents of the changes the delivery carries. */
+  trace_links: string[];
   webhook_id: string;
   collection_id: number;
   event: string;
@@ -49,6 +51,8 @@ export interface ClaimedDelivery extends DeliveryRow {
 export interface ClosedWindow {
   webhook: WebhookRow;
   changes: Change[];
+  /** traceparents of the window's changes (distinct, at most MAX_TRACE_LINKS). */
+  traceLinks: string[];
   closedAt: Date;
 }
 
@@ -62,10 +66,10 @@ export interface WebhooksStore {
   setPublished(collectionId: number, published: boolean): Promise<void>;
 
   /** Adds a change to the live enabled webhook's open window (opening one); false when there is no such webhook. */
-  addChange(collectionId: number, change: { eventId: string; kind: string; at: Date }, coalesceMs: number): Promise<boolean>;
+  addChange(collectionId: number, change: { eventId: string; kind: string; at: Date; traceparent?: string }, coalesceMs: number): Promise<boolean>;
   /** Closes up to `limit` windows due now (their changes taken out), locked for this transaction. */
   closeDueWindows(limit: number): Promise<ClosedWindow[]>;
-  insertDelivery(d: { id: string; webhookId: string; collectionId: number; event: string; body: string; windowClosedAt: Date }): Promise<void>;
+  insertDelivery(d: { id: string; webhookId: string; collectionId: number; event: string; body: string; windowClosedAt: Date; traceLinks?: string[] }): Promise<void>;
 
   /**
    * Claims up to `limit` due deliveries for one attempt each: attempts counted, the claim held
@@ -90,6 +94,9 @@ const WEBHOOK_COLUMNS = [
   "id", "collection_id", "owner_user_id", "url", "events", "secret", "enabled", "disabled_reason", "failure_count", "last_status", "last_error",
   "last_delivery_at", "collection_published", "created_at", "updated_at",
 ];
+
+/** Links a delivery's span keeps to the traces of its changes (a busy window has many). */
+export const MAX_TRACE_LINKS = 32;
 
 export function createWebhooksStore(q: Queryable): WebhooksStore {
   const live = () => q("webhooks").whereNull("removed_at");
@@ -130,7 +137,7 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
     async addChange(collectionId, change, coalesceMs) {
       const hook = await live().where({ collection_id: collectionId, enabled: true }).first("id");
       if (!hook) return false;
-      await q("pending_changes").insert({ event_id: change.eventId, webhook_id: hook.id, kind: change.kind, at: change.at }).onConflict("event_id").ignore();
+      await q("pending_changes").insert({ event_id: change.eventId, webhook_id: hook.id, kind: change.kind, at: change.at, traceparent: change.traceparent ?? null }).onConflict("event_id").ignore();
       await q.raw(
         `INSERT INTO windows (webhook_id, opened_at, closes_at) VALUES (?, now(), now() + (? || ' milliseconds')::interval) ON CONFLICT (webhook_id) DO NOTHING`,
         [hook.id, String(coalesceMs)],
@@ -143,22 +150,23 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
       if (!due.length) return [];
       const ids = due.map((w) => w.webhook_id);
       await q("windows").whereIn("webhook_id", ids).delete();
-      const changes: Array<{ webhook_id: string; kind: string; at: Date }> = await q("pending_changes").whereIn("webhook_id", ids).delete()
-        .returning(["webhook_id", "kind", "at"]);
+      const changes: Array<{ webhook_id: string; kind: string; at: Date; traceparent: string | null }> = await q("pending_changes").whereIn("webhook_id", ids).delete()
+        .returning(["webhook_id", "kind", "at", "traceparent"]);
       const hooks: WebhookRow[] = await live().whereIn("id", ids).select(WEBHOOK_COLUMNS);
       const byHook = new Map(hooks.map((h) => [h.id, h]));
       return due.flatMap((w) => {
         const webhook = byHook.get(w.webhook_id);
         if (!webhook) return [];
-        const own = changes.filter((c) => c.webhook_id === w.webhook_id).sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime())
-          .map((c) => ({ kind: c.kind, at: new Date(c.at).toISOString() }));
-        return [{ webhook, changes: own, closedAt: new Date(w.closes_at) }];
+        const mine = changes.filter((c) => c.webhook_id === w.webhook_id).sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
+        const own = mine.map((c) => ({ kind: c.kind, at: new Date(c.at).toISOString() }));
+        const traceLinks = [...new Set(mine.flatMap((c) => (c.traceparent ? [c.traceparent] : [])))].slice(-MAX_TRACE_LINKS);
+        return [{ webhook, changes: own, traceLinks, closedAt: new Date(w.closes_at) }];
       });
     },
     async insertDelivery(d) {
       await q("deliveries").insert({
         id: d.id, webhook_id: d.webhookId, collection_id: d.collectionId, event: d.event, body: d.body, window_closed_at: d.windowClosedAt,
-        next_attempt_at: q.fn.now(),
+        next_attempt_at: q.fn.now(), trace_links: JSON.stringify(d.traceLinks ?? []),
       });
     },
 
@@ -184,7 +192,7 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
          UPDATE deliveries d SET attempts = d.attempts + 1, claimed_until = now() + (? || ' milliseconds')::interval,
            next_attempt_at = now() + (? || ' milliseconds')::interval
          FROM locked, webhooks w WHERE d.id = locked.id AND w.id = d.webhook_id
-         RETURNING d.id, d.webhook_id, d.collection_id, d.event, d.body, d.attempts, d.window_closed_at, w.url, w.secret`,
+         RETURNING d.id, d.webhook_id, d.collection_id, d.event, d.body, d.attempts, d.window_closed_at, d.trace_links, w.url, w.secret`,
         [candidates, limit, String(claimMs), String(claimMs)],
       );
       return rows as ClaimedDelivery[];
