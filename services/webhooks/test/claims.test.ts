@@ -63,3 +63,30 @@ test.serial("a lapsed claim is due again, with its attempt counted", async (t) =
   t.is(again?.id, first!.id);
   t.is(again?.attempts, 2);
 });
+
+test.serial("an attempt's outcome and webhook_remove at the same time never deadlock: the remove waits for the outcome", async (t) => {
+  const { recordOutcome } = await import("../src/app/delivery-engine.js");
+  await a("deliveries").delete();
+  await seed(1, 1);
+  const [claimed] = await claim(a, 1);
+  t.truthy(claimed);
+  // The outcome's unit pauses right after it changed the delivery row; the remove starts then.
+  let removing: Promise<boolean> | undefined;
+  await a.transaction(async (trx) => {
+    const store = createWebhooksStore(trx);
+    const paused = {
+      ...store,
+      async finishDelivery(...args: Parameters<typeof store.finishDelivery>) {
+        await store.finishDelivery(...args);
+        removing = b.transaction((other) => createWebhooksStore(other).removeWebhook(claimed!.collection_id));
+        // Long enough for the remove to reach its first lock.
+        await new Promise((r) => setTimeout(r, 300));
+      },
+    };
+    await recordOutcome(paused, claimed!, { status: 200, durationMs: 5 }, { kind: "delivered" });
+  });
+  t.true(await removing!);
+  const row = await a("deliveries").where({ id: claimed!.id }).first("state");
+  t.is(row.state, "delivered", "the outcome committed first; the remove discarded nothing it had");
+  t.truthy((await a("webhooks").where({ id: claimed!.webhook_id }).first("removed_at")).removed_at);
+});

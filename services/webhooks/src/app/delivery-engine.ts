@@ -38,6 +38,39 @@ export interface EngineDeps {
 /** What the engine did in one pass (tests and the bench read it). */
 export interface PassReport { windowsClosed: number; deliveriesCreated: number; attemptsMade: number }
 
+/** What one attempt got: the receiver's answer (or none) and how long it took. */
+export interface AttemptResult { status?: number; error?: string; durationMs: number }
+
+/**
+ * Records an attempt's outcome in one unit of work: the attempt logged, the delivery done,
+ * failed or due again, the webhook's health (and its disabling); the reason when disabled.
+ * The webhook row is locked first, as webhook_remove locks it before the deliveries: the same
+ * order in both, so the two never wait for each other in a circle.
+ */
+export async function recordOutcome(store: WebhooksStore, d: ClaimedDelivery, result: AttemptResult, verdict: ReturnType<typeof judgeAttempt>): Promise<string | undefined> {
+  const webhook = await store.webhookById(d.webhook_id, { lock: true });
+  const error = verdict.kind === "delivered" ? null : verdict.error;
+  await store.recordAttempt({ deliveryId: d.id, webhookId: d.webhook_id, event: d.event, attempt: d.attempts, status: result.status ?? null, durationMs: result.durationMs, error });
+  const health = { last_status: result.status ?? null, last_error: error, last_delivery_at: new Date() };
+  switch (verdict.kind) {
+    case "delivered":
+      await store.finishDelivery(d.id, "delivered");
+      await store.updateHealth(d.webhook_id, { ...health, failure_count: 0 });
+      return undefined;
+    case "retry":
+      await store.retryDelivery(d.id, verdict.delayMs, verdict.error);
+      await store.updateHealth(d.webhook_id, health);
+      return undefined;
+    case "failed": {
+      await store.finishDelivery(d.id, "failed", verdict.error);
+      const next = afterFailedDelivery(webhook?.failure_count ?? 0);
+      const disable = verdict.disable ?? next.disable;
+      await store.updateHealth(d.webhook_id, { ...health, failure_count: next.failureCount, ...(disable ? { enabled: false, disabled_reason: disable } : {}) });
+      return disable;
+    }
+  }
+}
+
 export function createDeliveryEngine(deps: EngineDeps) {
   const { uow, receiver, log, config } = deps;
   // A claim outlives the attempt's deadline, so a live sender never loses its claim.
@@ -83,30 +116,9 @@ export function createDeliveryEngine(deps: EngineDeps) {
     const verdict = judgeAttempt(d.attempts, result.status !== undefined
       ? { kind: "answered", status: result.status, retryAfterMs: parseRetryAfter(result.retryAfter, Date.now()) }
       : { kind: "failed", error: result.error ?? "no answer" }, config.backoffMs);
-    const error = verdict.kind === "delivered" ? null : verdict.error;
     recordWebhookDelivery(verdict.kind);
-    await uow(async (store) => {
-      await store.recordAttempt({ deliveryId: d.id, webhookId: d.webhook_id, event: d.event, attempt: d.attempts, status: result.status ?? null, durationMs: result.durationMs, error });
-      const webhook = await store.webhookById(d.webhook_id);
-      const health = { last_status: result.status ?? null, last_error: error, last_delivery_at: new Date() };
-      switch (verdict.kind) {
-        case "delivered":
-          await store.finishDelivery(d.id, "delivered");
-          await store.updateHealth(d.webhook_id, { ...health, failure_count: 0 });
-          return;
-        case "retry":
-          await store.retryDelivery(d.id, verdict.delayMs, verdict.error);
-          await store.updateHealth(d.webhook_id, health);
-          return;
-        case "failed": {
-          await store.finishDelivery(d.id, "failed", verdict.error);
-          const next = afterFailedDelivery(webhook?.failure_count ?? 0);
-          const disable = verdict.disable ?? next.disable;
-          await store.updateHealth(d.webhook_id, { ...health, failure_count: next.failureCount, ...(disable ? { enabled: false, disabled_reason: disable } : {}) });
-          if (disable) log.warn({ webhook_id: d.webhook_id, collection_id: d.collection_id, reason: disable }, "webhook disabled");
-        }
-      }
-    });
+    const disabled = await uow((store) => recordOutcome(store, d, result, verdict));
+    if (disabled) log.warn({ webhook_id: d.webhook_id, collection_id: d.collection_id, reason: disabled }, "webhook disabled");
   }
 
   /** Claims what is due, as many as free slots allow, and starts their attempts. */

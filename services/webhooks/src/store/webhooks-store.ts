@@ -82,7 +82,8 @@ export interface WebhooksStore {
   retryDelivery(id: string, delayMs: number, error: string): Promise<void>;
   /** The webhook after an attempt: its last status/error, and the consecutive failure count. */
   updateHealth(webhookId: string, patch: Partial<Pick<WebhookRow, "failure_count" | "last_status" | "last_error" | "last_delivery_at" | "enabled" | "disabled_reason">>): Promise<void>;
-  webhookById(id: string): Promise<WebhookRow | undefined>;
+  /** A webhook (removed ones included); with lock, locked for the transaction (lock webhooks before their deliveries). */
+  webhookById(id: string, opts?: { lock?: boolean }): Promise<WebhookRow | undefined>;
 
   /** The delivery log of webhooks removed before `before`, and attempts older than `before`; counts. */
   purge(before: Date): Promise<{ webhooks: number; deliveries: number; attempts: number }>;
@@ -209,8 +210,10 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
     async updateHealth(webhookId, patch) {
       await q("webhooks").where({ id: webhookId }).update({ ...patch, updated_at: q.fn.now() });
     },
-    async webhookById(id) {
-      return q("webhooks").where({ id }).first([...WEBHOOK_COLUMNS, "removed_at"]);
+    async webhookById(id, opts = {}) {
+      const b = q("webhooks").where({ id }).first([...WEBHOOK_COLUMNS, "removed_at"]);
+      if (opts.lock) b.forUpdate();
+      return b;
     },
 
     async purge(before) {
