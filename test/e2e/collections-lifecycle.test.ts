@@ -2,7 +2,7 @@
 import test from "ava";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { runJobNow, startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
 
 const run = promisify(execFile);
 let sys: TestSystem;
@@ -103,11 +103,11 @@ test.serial("the retention job purges past the window; a later restore is 410 re
   await sys.call(u.token, { op: "collections.delete", collection_id: old.id });
   await sys.call(u.token, { op: "collections.delete", collection_id: keep.id });
   // Six days on: nothing of this user is due yet.
-  const early = await sys.system.runJob("retention", { now: new Date(Date.now() + 6 * 86400_000).toISOString() });
+  const early = await runJobNow(sys.system, "retention", { now: new Date(Date.now() + 6 * 86400_000).toISOString() });
   t.is(typeof early.purged, "number");
   t.is((await sys.call(u.token, { op: "collections.restore", collection_id: old.id, dry_run: true })).status, 200);
   // Eight days on: both are past the free window.
-  const late = await sys.system.runJob("retention", { now: new Date(Date.now() + 8 * 86400_000).toISOString() });
+  const late = await runJobNow(sys.system, "retention", { now: new Date(Date.now() + 8 * 86400_000).toISOString() });
   t.true((late.purged as number) >= 2);
   const res = await sys.call(u.token, { op: "collections.restore", collection_id: old.id });
   t.is(res.status, 410);
@@ -128,7 +128,7 @@ test.serial("a sub-collection deleted on its own cannot be restored while its pa
   // The parent first, then the child: both live again, the note with them.
   t.is((await sys.call(u.token, { op: "collections.restore", collection_id: p.id })).status, 200);
   t.is((await sys.call(u.token, { op: "collections.restore", collection_id: c.id })).status, 200, "now it can");
-  await sys.system.runJob("retention", { now: new Date(Date.now() + 8 * 86400_000).toISOString() });
+  await runJobNow(sys.system, "retention", { now: new Date(Date.now() + 8 * 86400_000).toISOString() });
   t.is((await sys.call(u.token, { op: "collections.get", collection_id: c.id })).status, 200);
   t.is((await sys.call(u.token, { op: "media.text_note.get", media_id: noteInC.id })).status, 200);
 });

@@ -1,7 +1,7 @@
 /** media.* catalogue operations through the JSON endpoint. */
 import test from "ava";
 import { randomUUID } from "node:crypto";
-import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { runJobNow, startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
 import { startImageServer, type ImageServer } from "../helpers/image-server.js";
 
 let sys: TestSystem;
@@ -392,7 +392,7 @@ test("a one-call item replaced before its bytes arrived is not taken for abandon
   const id = minted.media.id as number;
   const replaced = await sys.call(owner.token, { op: "media.replace", media_id: id, source_url: img.url("/photo.jpg") });
   t.is(replaced.status, 200, JSON.stringify(replaced.body));
-  await sys.system.runJob("upload_finalize", { now: new Date(Date.now() + 24 * 3600_000).toISOString() });
+  await runJobNow(sys.system, "upload_finalize", { now: new Date(Date.now() + 24 * 3600_000).toISOString() });
   const after = await sys.call(owner.token, { op: "media.get", media_id: id });
   t.is(after.status, 200, "the replaced item survives");
   t.is(after.body.media.name, "Will be replaced");

@@ -10,7 +10,7 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import sharp from "sharp";
 import { signGrant } from "@cms/platform";
-import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { runJobNow, startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
 
 let sys: TestSystem;
 let png: Buffer<ArrayBuffer>;
@@ -350,7 +350,7 @@ test("one-call flow through upload_url (the presigned PUT on S3): finalized on r
   const res3 = await sys.call(u.token, { op: "media.get_upload_url", collection_id: c, filename: "c.png", content_type: "image/png", name: "Unread" });
   await sys.system.store.put(res3.body.store_key, png, { contentType: "image/png", contentLength: png.length });
   // (The job's own 30 s timer may get there first; either way the row is complete before the read.)
-  const job = await sys.system.runJob("upload_finalize", {});
+  const job = await runJobNow(sys.system, "upload_finalize", {});
   t.is(typeof job.finalized, "number", JSON.stringify(job));
   const [{ size_bytes: sizeBeforeRead }] = await sys.system.dbOf("media")!("media").where({ id: res3.body.media.id }).select("size_bytes");
   t.is(Number(sizeBeforeRead), png.length);
@@ -367,10 +367,10 @@ test.serial("one-call rows whose bytes never arrive are removed once the grant i
   t.is(res.status, 200);
   const keep = await sys.call(u.token, { op: "media.text_note.add", collection_id: c, name: "stays" });
   // Within the grant's life the row waits.
-  await sys.system.runJob("upload_finalize", {});
+  await runJobNow(sys.system, "upload_finalize", {});
   t.is((await sys.call(u.token, { op: "media.get", media_id: res.body.media.id })).status, 200);
   const later = new Date(new Date(res.body.expires_at).getTime() + 11 * 60_000).toISOString();
-  const job = await sys.system.runJob("upload_finalize", { now: later });
+  const job = await runJobNow(sys.system, "upload_finalize", { now: later });
   t.true((job.abandoned as number) >= 1, JSON.stringify(job));
   t.is((await sys.call(u.token, { op: "media.get", media_id: res.body.media.id })).status, 404);
   const left = await sys.call(u.token, { op: "media.list", collection_id: c });
@@ -620,9 +620,9 @@ test.serial("chunked upload: abort discards; expired sessions and their chunks a
   const mdb = sys.system.dbOf("media")!;
   const expiringKeys = await chunkKeys(b.body.upload_id);
   t.is(expiringKeys.length, 1);
-  await sys.system.runJob("upload_cleanup", {});
+  await runJobNow(sys.system, "upload_cleanup", {});
   t.truthy(await mdb("upload_sessions").where({ id: b.body.upload_id }).first(), "an open session survives before its expiry");
-  const job = await sys.system.runJob("upload_cleanup", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
+  const job = await runJobNow(sys.system, "upload_cleanup", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
   t.true((job.expired_upload_sessions as number) >= 1, JSON.stringify(job));
   t.is(await mdb("upload_sessions").where({ id: b.body.upload_id }).first(), undefined);
   t.is(Number((await mdb("upload_chunks").where({ upload_id: b.body.upload_id }).count("* as n"))[0]!.n), 0);
@@ -643,14 +643,14 @@ test.serial("chunked upload: a finished session outlives its expiry, still answe
   t.is(fin.status, 200, JSON.stringify(fin.body));
   const mdb = sys.system.dbOf("media")!;
 
-  await sys.system.runJob("upload_cleanup", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
+  await runJobNow(sys.system, "upload_cleanup", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
   t.truthy(await mdb("upload_sessions").where({ id }).first(), "a finished session survives its expiry");
   const again = await sys.call(u.token, { op: "media.upload_finish", upload_id: id });
   t.is(again.status, 200, JSON.stringify(again.body));
   t.is(again.body.media.id, fin.body.media.id);
   t.is(await mediaCount(u, c), 1);
 
-  const job = await sys.system.runJob("upload_cleanup", { now: new Date(new Date(b.body.expires_at).getTime() + 31 * 24 * 3600_000).toISOString() });
+  const job = await runJobNow(sys.system, "upload_cleanup", { now: new Date(new Date(b.body.expires_at).getTime() + 31 * 24 * 3600_000).toISOString() });
   t.true((job.expired_upload_sessions as number) >= 1, JSON.stringify(job));
   t.is(await mdb("upload_sessions").where({ id }).first(), undefined);
   t.is((await sys.call(u.token, { op: "media.upload_finish", upload_id: id })).status, 404);
