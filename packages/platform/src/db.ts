@@ -23,7 +23,8 @@ export type MigrationList = ReadonlyArray<readonly [name: string, migration: Mig
 export function createDb(databaseUrl: string, schema: string, poolMax: number): Knex {
   return knexFactory({
     client: "pg",
-    connection: databaseUrl,
+    // Named after the service's schema, so that pg_stat_activity tells the pools apart.
+    connection: { connectionString: databaseUrl, application_name: `cms-${schema}` },
     searchPath: [schema, "public"],
     pool: { min: 0, max: poolMax, idleTimeoutMillis: 30000 },
     acquireConnectionTimeout: 15000,
