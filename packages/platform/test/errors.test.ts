@@ -198,3 +198,12 @@ test("a transient failure leaves a service as 503 unavailable, with no driver me
   // The gateway's own store failing the same way (no Connect in between).
   t.is(fromConnectError(pgError("Connection terminated unexpectedly")).code, "unavailable");
 });
+
+test("a call whose service died mid-call (stream reset, session gone) is 503 unavailable; a service's own internal error stays 500", (t) => {
+  t.is(fromConnectError(new ConnectError("http/2 stream closed with error code INTERNAL_ERROR (0x2)", Code.Internal)).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("expected open session, but it is closed", Code.Internal)).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("read ECONNRESET", Code.Aborted)).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("stream error", Code.Internal, undefined, undefined, Object.assign(new Error("x"), { code: "ERR_HTTP2_STREAM_ERROR" }))).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("cannot encode message", Code.Internal)).code, "server_error");
+  t.is(fromConnectError(toConnectError(new TypeError("a bug"))).status, 500);
+});
