@@ -10,7 +10,7 @@ import { createDispatch } from "./app/dispatch.js";
 import { createMeta } from "./app/meta.js";
 import { PUBLIC_SERVICES } from "./app/public-services.js";
 import { buildRegistry } from "./app/registry.js";
-import { createAdmission } from "./http/admission.js";
+import { bearerOf, createAdmission } from "./http/admission.js";
 import { PLAYER_ASSETS } from "./domain/player-page.js";
 import { createPlayerPages } from "./app/player-pages.js";
 import { assetsVersion, createAssetHandler } from "./http/assets.js";
@@ -87,6 +87,10 @@ export const gatewayModule: GatewayModule = {
           pages: createPlayerPages({ clients, grantSecret: config.grantSecret!, baseUrl: () => config.baseUrl, assetVersion, eventsPath: PLAYER_EVENTS_PATH }),
           baseUrl: () => config.baseUrl,
           assetVersion,
+          viewerOf: async (req) => {
+            const token = bearerOf(req.headers.authorization);
+            return token ? (await tokens.resolve(token))?.userId : undefined;
+          },
         }),
       },
     });
