@@ -1,7 +1,7 @@
 /** The auth service module: users, tokens, API keys. */
 import type { ServiceModule } from "@cms/platform";
 import { createAuthStore, migrations } from "./store/auth-store.js";
-import { createAuth } from "./auth.js";
+import { createAuth } from "./app/auth.js";
 import { authRoutes } from "./rpc/auth-rpc.js";
 
 export const authModule: ServiceModule = {

@@ -3,7 +3,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { AuthService, UserSchema } from "@cms/contracts/auth/v1/auth_pb";
 import { EVENTS, requireCaller, type ServiceBus } from "@cms/platform";
-import type { Auth } from "../auth.js";
+import type { Auth } from "../app/auth.js";
 import type { AuthStore, UserRow } from "../store/auth-store.js";
 import { hashSecret } from "../domain/tokens.js";
 

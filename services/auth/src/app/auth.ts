@@ -1,10 +1,10 @@
 /**
- * The auth service's operations as plain functions over the store, shared by the RPC handlers
+ * The auth service's use cases over its store port, shared by the RPC handlers
  * and the admin CLI.
  */
 import { AppError, isUniqueViolation } from "@cms/platform";
-import type { AuthStore, UserRow } from "./store/auth-store.js";
-import { DEFAULT_TOKEN_TTL_SECONDS, SERVICE_CREDENTIAL_PREFIX, hashSecret, isTokenActive, newAccessToken, newApiKey, newServiceCredential, PLANS, type Plan, parseScopes } from "./domain/tokens.js";
+import type { AuthStore, UserRow } from "../store/auth-store.js";
+import { DEFAULT_TOKEN_TTL_SECONDS, SERVICE_CREDENTIAL_PREFIX, hashSecret, isTokenActive, newAccessToken, newApiKey, newServiceCredential, PLANS, type Plan, parseScopes } from "../domain/tokens.js";
 
 export const USERNAME_PATTERN = /^[a-z0-9_-]{1,63}$/;
 
