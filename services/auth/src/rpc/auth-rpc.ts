@@ -22,7 +22,7 @@ export function authRoutes(auth: Auth, store: AuthStore, bus: ServiceBus) {
         return { active: true, user: userMsg(row.user), scopes: row.scopes, expiresAt: row.expires_at.toISOString(), tokenId: row.id };
       },
       async createUser(req) {
-        return userMsg(await auth.createUser(req.username, req.plan || "free", req.isAdmin));
+        return userMsg(await auth.createUser(req.username, req.plan || "free", req.isAdmin, req.password));
       },
       async mintToken(req) {
         const t = await auth.mintToken(req.username, req.scopes.length ? req.scopes : undefined, { ttlSeconds: req.ttlSeconds, clientId: req.clientId });

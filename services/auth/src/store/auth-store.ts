@@ -1,4 +1,4 @@
-/** The auth schema: users, hashed access tokens and hashed API keys. */
+/** The auth schema: users (with password hashes), hashed access tokens and hashed API keys. */
 import type { Knex } from "knex";
 import type { MigrationList } from "@cms/platform";
 import type { Plan } from "../domain/tokens.js";
@@ -45,6 +45,12 @@ export const migrations: MigrationList = [
       });
     },
   }],
+  ["20261125000000_passwords", {
+    async up(knex) {
+      // A PHC string (domain/passwords.ts); null: the user cannot sign in with a password.
+      await knex.schema.alterTable("users", (t) => { t.text("password_hash"); });
+    },
+  }],
 ];
 
 export interface ServiceCredentialRow {
@@ -72,7 +78,7 @@ export interface TokenRow {
 }
 
 export interface AuthStore {
-  createUser(u: { username: string; plan: Plan; isAdmin: boolean }): Promise<UserRow>;
+  createUser(u: { username: string; plan: Plan; isAdmin: boolean; passwordHash?: string }): Promise<UserRow>;
   userByUsername(username: string): Promise<UserRow | undefined>;
   usersByIds(ids: string[]): Promise<UserRow[]>;
   usersByUsernames(names: string[]): Promise<UserRow[]>;
@@ -81,6 +87,10 @@ export interface AuthStore {
   revokeToken(tokenHash: string): Promise<boolean>;
   /** Revokes the user's tokens issued to MCP clients plus the given one; returns their hashes. */
   revokeMcpTokens(userId: string, currentTokenId: string): Promise<string[]>;
+  /** Sets (or replaces) a user's password hash; false when there is no such user. */
+  setPasswordHash(username: string, hash: string): Promise<boolean>;
+  /** A user and the password hash stored for them (null when none is set). */
+  userWithPassword(username: string): Promise<(UserRow & { password_hash: string | null }) | undefined>;
   insertApiKey(keyHash: string, label: string): Promise<void>;
   apiKeyExists(keyHash: string): Promise<boolean>;
   insertServiceCredential(name: string, credentialHash: string): Promise<void>;
@@ -91,7 +101,7 @@ export function createAuthStore(db: Knex): AuthStore {
   const userCols = ["id", "username", "plan", "is_admin", "created_at"];
   return {
     async createUser(u) {
-      const [row] = await db("users").insert({ username: u.username, plan: u.plan, is_admin: u.isAdmin }).returning(userCols);
+      const [row] = await db("users").insert({ username: u.username, plan: u.plan, is_admin: u.isAdmin, password_hash: u.passwordHash ?? null }).returning(userCols);
       return row as UserRow;
     },
     async userByUsername(username) {
@@ -134,6 +144,12 @@ export function createAuthStore(db: Knex): AuthStore {
         .update({ revoked_at: db.fn.now() })
         .returning("token_hash");
       return rows.map((r: { token_hash: string }) => r.token_hash);
+    },
+    async setPasswordHash(username, hash) {
+      return (await db("users").where({ username }).update({ password_hash: hash })) > 0;
+    },
+    async userWithPassword(username) {
+      return db("users").select([...userCols, "password_hash"]).where({ username }).first();
     },
     async insertApiKey(keyHash, label) {
       await db("api_keys").insert({ key_hash: keyHash, label }).onConflict("key_hash").ignore();
