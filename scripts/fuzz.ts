@@ -69,7 +69,8 @@ try {
     { seed, numRuns: values.path ? 1 : cases, path: values.path, endOnFailure: true },
   );
   await Promise.all(inFlight);
-  const ping = await sys.call(world.user.token, { op: "ping" });
+  // A fresh token: the last cases may have revoked the user's (mcp.revoke_session).
+  const ping = await sys.call(await sys.token(world.user.username), { op: "ping" });
   if (ping.status !== 200) failures.push({ op: "ping", status: ping.status, why: "the server no longer answers ping", request: "", answer: JSON.stringify(ping.body), path: -1, mutation: "" });
   const intact = await victimIntact(world);
   if (intact) failures.push({ op: "-", status: 0, why: intact, request: "", answer: "", path: -1, mutation: "" });
