@@ -10,6 +10,7 @@ import { createDispatch } from "./app/dispatch.js";
 import { createMeta } from "./app/meta.js";
 import { PUBLIC_SERVICES } from "./app/public-services.js";
 import { buildRegistry } from "./app/registry.js";
+import { createOperationRunner } from "./app/run-operation.js";
 import { bearerOf, createAdmission } from "./http/admission.js";
 import { PLAYER_ASSETS } from "./domain/player-page.js";
 import { createPlayerPages } from "./app/player-pages.js";
@@ -54,6 +55,8 @@ export const gatewayModule: GatewayModule = {
     const idempotency = createIdempotencyStore(db);
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter });
     const streamObject = createObjectStreamer(ctx.store, log);
+    const dispatch = createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS });
+    const runOperation = createOperationRunner({ dispatch, idempotency, log });
     const social = () => clients.get(SocialService);
     const assetVersion = assetsVersion(PLAYER_ASSETS);
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
@@ -68,8 +71,7 @@ export const gatewayModule: GatewayModule = {
         log,
         registry,
         admit,
-        dispatch: createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS }),
-        idempotency,
+        run: runOperation,
         maxBodyBytes: config.maxBodyBytes,
         streamObject,
       }),
