@@ -1,7 +1,8 @@
 /**
  * The gateway: HTTP surfaces in front of the services. It owns the `gateway` schema (shared
  * rate-limit windows and idempotency records) and holds no other state. This file is wiring:
- * `http/` holds the routes, `app/` the op registry, meta operations, access and dispatch,
+ * `http/` holds the routes, `app/` the op registry, meta operations, access and dispatch, `mcp/`
+ * the hosted MCP server (tools from the registry, its endpoint and resource metadata),
  * `domain/` the pure rules (JSON Schema, rendering, ranges), `store/` the records and migrations.
  */
 import { EVENTS, type GatewayModule, type ServiceContext } from "@cms/platform";
@@ -27,6 +28,9 @@ import { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { createPlayerChannel } from "./app/player-channel.js";
 import { PLAYER_EVENTS_PATH, createPlayerEventsHandler } from "./http/player-events.js";
 import { createIdempotencyStore } from "./store/idempotency-store.js";
+import { createMemoryMcpSessions, createPgMcpSessions } from "./store/mcp-session-store.js";
+import { closingSessionsOnRevoke } from "./mcp/revocation.js";
+import { createMcpRoutes } from "./mcp/routes.js";
 import { gatewayMigrations } from "./store/migrations.js";
 import { createMemoryRateLimiter, createPgRateLimiter } from "./store/rate-limit-store.js";
 
@@ -56,7 +60,8 @@ export const gatewayModule: GatewayModule = {
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter });
     const streamObject = createObjectStreamer(ctx.store, log);
     const dispatch = createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS });
-    const runOperation = createOperationRunner({ dispatch, idempotency, log });
+    const mcpSessions = config.target === "all" ? createMemoryMcpSessions(config.mcpSessions) : createPgMcpSessions(db, config.mcpSessions);
+    const runOperation = closingSessionsOnRevoke(createOperationRunner({ dispatch, idempotency, log }), mcpSessions);
     const social = () => clients.get(SocialService);
     const assetVersion = assetsVersion(PLAYER_ASSETS);
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
@@ -82,7 +87,10 @@ export const gatewayModule: GatewayModule = {
         [MEDIA_PROXY_PREFIX, createMediaProxyHandler({ admit, clients, streamObject, log }), "media proxy failed"],
         [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log }), "drop link failed"],
       ],
-      pages: [[PLAYER_EVENTS_PATH, createPlayerEventsHandler({ tokens, channel: playerChannel, social, log })]],
+      pages: [
+        [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ tokens, channel: playerChannel, social, log })],
+        ...createMcpRoutes({ registry, admit, sessions: mcpSessions, run: runOperation, store: ctx.store, config, log }),
+      ],
       sharePage: {
         matches: isPagePath,
         handle: createPlayerPageHandler({
@@ -106,6 +114,7 @@ export const gatewayModule: GatewayModule = {
         await playerChannel.stop();
         rateLimiter.stop();
         idempotency.stop();
+        mcpSessions.stop();
         // Requests in flight finish within the shutdown bound, less time for the rest of the stop.
         await close(server, config.shutdownTimeoutMs - 5000);
       },

@@ -33,7 +33,8 @@ export interface OpEndpointDeps {
 /** An outcome as the endpoint answers it: JSON, or the stored object of a streams_object op. */
 type Answer = JsonOutcome & { headers?: Record<string, string>; object?: ObjectRef };
 
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/** The request body, refused (413) beyond `limit` bytes or when it ends early. */
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"]);
   if (declared > limit) throw new AppError("payload_too_large", `The request body exceeds ${limit} bytes.`);
   const chunks: Buffer[] = [];
