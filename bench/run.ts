@@ -14,9 +14,10 @@ import { mediaScenario } from "./media.js";
 import { transfersScenario } from "./transfers.js";
 import { webhooksScenario } from "./webhooks.js";
 import { splitScenario } from "./split.js";
+import { searchScenario } from "./search.js";
 import { soakScenario } from "./soak.js";
 
-const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, soakScenario];
+const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario, soakScenario];
 /** Scenarios that run only when named: the soak takes ten minutes. */
 const ON_REQUEST = new Set(["soak"]);
 
