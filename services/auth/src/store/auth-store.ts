@@ -2,6 +2,7 @@
 import type { Knex } from "knex";
 import type { MigrationList } from "@cms/platform";
 import type { Plan } from "../domain/tokens.js";
+import { oauthMigrations } from "./oauth-store.js";
 
 export const migrations: MigrationList = [
   ["20261122000000_users_tokens", {
@@ -73,6 +74,7 @@ export const migrations: MigrationList = [
       });
     },
   }],
+  ...oauthMigrations,
 ];
 
 export interface ServiceCredentialRow {
@@ -97,6 +99,10 @@ export interface TokenRow {
   client_id: string;
   expires_at: Date;
   revoked_at: Date | null;
+  /** RFC 8707 audience; "" for none. */
+  audience: string;
+  /** The OAuth grant that issued it, if any. */
+  grant_id: string | null;
 }
 
 export interface WebSessionRow {
@@ -172,7 +178,7 @@ export function createAuthStore(db: Knex): AuthStore {
       if (!row) return undefined;
       return {
         id: row.id, token_hash: row.token_hash, user_id: row.user_id, scopes: row.scopes, client_id: row.client_id,
-        expires_at: row.expires_at, revoked_at: row.revoked_at,
+        expires_at: row.expires_at, revoked_at: row.revoked_at, audience: row.audience, grant_id: row.grant_id,
         user: { id: row.user_id, username: row.username, plan: row.plan, is_admin: row.is_admin, created_at: row.user_created_at },
       };
     },

@@ -82,9 +82,11 @@ export function localPath(value: string | null | undefined): string {
 export function createAccountRoutes(deps: AccountDeps) {
   const names = (): CookieNames => cookieNames(deps.appUrl());
 
-  function signInPage(req: IncomingMessage, res: ServerResponse, status: number, opts: { returnTo: string; username?: string; error?: string; clientName?: string; headers?: Record<string, string> }): void {
+  /** The sign-in form; `formAction` names where the sign-in may end up (an OAuth client's redirect URI). */
+  function signInPage(req: IncomingMessage, res: ServerResponse, status: number, opts: { returnTo: string; username?: string; error?: string; clientName?: string; headers?: Record<string, string>; formAction?: string[] }): void {
     const csrf = csrfToken(deps.secret, { presession: presessionOf(req, res, names()) });
-    sendPage(res, status, renderSignIn({ assetVersion: deps.assetVersion, action: SIGN_IN_PATH, csrf, ...opts }), { headers: opts.headers });
+    const { headers, formAction, ...model } = opts;
+    sendPage(res, status, renderSignIn({ assetVersion: deps.assetVersion, action: SIGN_IN_PATH, csrf, ...model }), { headers, formAction });
   }
 
   async function home(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -180,6 +182,7 @@ export function createAccountRoutes(deps: AccountDeps) {
     ] as Array<[string, (req: IncomingMessage, res: ServerResponse) => Promise<void>]>,
     signInPage,
     names,
+    guard,
   };
 }
 
