@@ -1,7 +1,8 @@
 /**
  * The gateway: HTTP surfaces in front of the services. It owns the `gateway` schema (shared
  * rate-limit windows and idempotency records) and holds no other state. This file is wiring:
- * `http/` holds the routes, `app/` the op registry, meta operations, access and dispatch,
+ * `http/` holds the routes, `app/` the op registry, meta operations, access and dispatch, `mcp/`
+ * the hosted MCP server (tools from the registry, its endpoint and resource metadata),
  * `domain/` the pure rules (JSON Schema, rendering, ranges), `store/` the records and migrations.
  */
 import { EVENTS, type GatewayModule, type ServiceContext } from "@cms/platform";
@@ -10,6 +11,7 @@ import { createDispatch } from "./app/dispatch.js";
 import { createMeta } from "./app/meta.js";
 import { PUBLIC_SERVICES } from "./app/public-services.js";
 import { buildRegistry } from "./app/registry.js";
+import { createOperationRunner } from "./app/run-operation.js";
 import { acceptsAudience, bearerOf, createAdmission } from "./http/admission.js";
 import { PLAYER_ASSETS } from "./domain/player-page.js";
 import { createPlayerPages } from "./app/player-pages.js";
@@ -32,6 +34,9 @@ import { cookieNames, signedIn } from "./http/web-session.js";
 import { createPlayerChannel } from "./app/player-channel.js";
 import { PLAYER_EVENTS_PATH, createPlayerEventsHandler } from "./http/player-events.js";
 import { createIdempotencyStore } from "./store/idempotency-store.js";
+import { createMemoryMcpSessions, createPgMcpSessions } from "./store/mcp-session-store.js";
+import { closingSessionsOnRevoke } from "./mcp/revocation.js";
+import { createMcpRoutes } from "./mcp/routes.js";
 import { gatewayMigrations } from "./store/migrations.js";
 import { createMemoryRateLimiter, createPgRateLimiter } from "./store/rate-limit-store.js";
 
@@ -60,6 +65,9 @@ export const gatewayModule: GatewayModule = {
     const idempotency = createIdempotencyStore(db);
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter, resource: () => `${config.baseUrl}${OP_PATH}` });
     const streamObject = createObjectStreamer(ctx.store, log);
+    const dispatch = createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS });
+    const mcpSessions = config.target === "all" ? createMemoryMcpSessions(config.mcpSessions) : createPgMcpSessions(db, config.mcpSessions);
+    const runOperation = closingSessionsOnRevoke(createOperationRunner({ dispatch, idempotency, log }), mcpSessions);
     const social = () => clients.get(SocialService);
     const assetVersion = assetsVersion(PLAYER_ASSETS);
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
@@ -92,8 +100,7 @@ export const gatewayModule: GatewayModule = {
         log,
         registry,
         admit,
-        dispatch: createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS }),
-        idempotency,
+        run: runOperation,
         maxBodyBytes: config.maxBodyBytes,
         streamObject,
       }),
@@ -108,6 +115,7 @@ export const gatewayModule: GatewayModule = {
         [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ viewerOf, channel: playerChannel, social, log })],
         ...account.pages,
         ...oauthEndpoints.pages,
+        ...createMcpRoutes({ registry, admit, sessions: mcpSessions, run: runOperation, store: ctx.store, config, log }),
       ],
       sharePage: {
         matches: isPagePath,
@@ -129,6 +137,7 @@ export const gatewayModule: GatewayModule = {
         await playerChannel.stop();
         rateLimiter.stop();
         idempotency.stop();
+        mcpSessions.stop();
         // Requests in flight finish within the shutdown bound, less time for the rest of the stop.
         await close(server, config.shutdownTimeoutMs - 5000);
       },

@@ -1,5 +1,6 @@
 /**
- * Who gets in, in one order for every surface: the gateway API key, then the bearer token, then
+ * Who gets in, in one order for every surface: the gateway API key (unless the route takes a
+ * bearer token alone), then the bearer token, then
  * the route's own rule (an operation's admin flag and scopes, the media proxy's media:read), then
  * the per-user rate limit (per address for anonymous calls). The op endpoint, the media proxy and
  * any later surface go through this one chain, so that each refuses with the same codes, details
@@ -29,6 +30,16 @@ export interface Gatekeepers {
 /** A route's part of the chain. */
 export interface AdmissionRule<T> {
   /**
+   * The route takes a bearer token alone, without the gateway API key (the MCP endpoint: a
+   * remote MCP client has none); `authorize` then refuses a request without a token.
+   */
+  bearerOnly?: boolean;
+  /**
+   * The resource this route is (RFC 8707), when it is not the JSON endpoint (the MCP endpoint):
+   * a token bound to another resource is refused here.
+   */
+  resource?: () => string;
+  /**
    * Work done after the API key and before the token, whose refusals come first (the op endpoint
    * reads its body and finds its operation here); its result is handed to `authorize`.
    */
@@ -47,7 +58,7 @@ export type Admit = <T = undefined>(req: AdmissionRequest, res: HeaderSink, rule
 export function createAdmission({ apiKeys, tokens, rateLimiter, resource }: Gatekeepers): Admit {
   return async function admit<T>(req: AdmissionRequest, res: HeaderSink, rule: AdmissionRule<T>): Promise<Admitted<T>> {
     const apikey = req.headers.apikey;
-    if (!(await apiKeys.check(Array.isArray(apikey) ? apikey[0] : apikey))) {
+    if (!rule.bearerOnly && !(await apiKeys.check(Array.isArray(apikey) ? apikey[0] : apikey))) {
       throw new AppError("unauthorized", apikey ? "The apikey header is not a valid gateway API key." : "Missing gateway API key: send it in the \"apikey\" header.");
     }
     const target = (rule.target ? await rule.target() : undefined) as T;
@@ -56,7 +67,7 @@ export function createAdmission({ apiKeys, tokens, rateLimiter, resource }: Gate
     if (token) {
       caller = await tokens.resolve(token);
       if (!caller) throw new AppError("unauthorized", "The access token is invalid, expired or revoked.");
-      if (!acceptsAudience(caller, resource?.())) {
+      if (!acceptsAudience(caller, (rule.resource ?? resource)?.())) {
         throw new AppError("unauthorized", `This access token is bound to ${caller.audience} and works only there; ask for a token without that resource for this endpoint.`);
       }
     }

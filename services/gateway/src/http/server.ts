@@ -42,9 +42,9 @@ export interface GatewayRoutes {
 
 const CORS = {
   "access-control-allow-origin": "*",
-  "access-control-allow-methods": "POST, GET, PUT, OPTIONS",
-  "access-control-allow-headers": "authorization, apikey, content-type, idempotency-key, range, if-none-match, if-range",
-  "access-control-expose-headers": "content-length, content-range, content-disposition, etag, accept-ranges, retry-after, x-ratelimit-limit, x-ratelimit-remaining",
+  "access-control-allow-methods": "POST, GET, PUT, DELETE, OPTIONS",
+  "access-control-allow-headers": "authorization, apikey, content-type, idempotency-key, range, if-none-match, if-range, mcp-session-id, mcp-protocol-version, last-event-id",
+  "access-control-expose-headers": "content-length, content-range, content-disposition, etag, accept-ranges, retry-after, x-ratelimit-limit, x-ratelimit-remaining, mcp-session-id, www-authenticate",
   "access-control-max-age": "86400",
 };
 
