@@ -28,7 +28,7 @@ import { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { ACCOUNT_ASSETS } from "./domain/account-pages.js";
 import { createAccountRoutes } from "./http/account-routes.js";
-import { createAuthorizePage } from "./http/authorize-page.js";
+import { authorizationFlowOf, createAuthorizePage } from "./http/authorize-page.js";
 import { createOAuthEndpoints } from "./http/oauth-endpoints.js";
 import { cookieNames, signedIn } from "./http/web-session.js";
 import { createPlayerChannel } from "./app/player-channel.js";
@@ -76,6 +76,7 @@ export const gatewayModule: GatewayModule = {
     const account = createAccountRoutes({
       auth, tokens, secret: config.grantSecret!, appUrl: () => config.appUrl, assetVersion: accountAssets, log,
       authorize: (req, res) => authorizePage(req, res),
+      flowOf: (returnTo) => authorizationFlowOf(auth, returnTo),
     });
     const authorizePage = createAuthorizePage({ auth, tokens, account, secret: config.grantSecret!, issuer: () => config.baseUrl, assetVersion: accountAssets });
     const oauthEndpoints = createOAuthEndpoints({ auth, rateLimiter, baseUrl: () => config.baseUrl, appUrl: () => config.appUrl, log });

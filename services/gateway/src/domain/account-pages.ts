@@ -131,8 +131,8 @@ ${hidden([{ name: "csrf", value: m.csrf }, { name: "decision", value }])}
 <button class="${cls}" type="submit" name="submit" value="${value}">${label}</button>
 </form>`;
   return page(`Allow ${m.clientName}?`, m.assetVersion, `<h1>Allow <span class="client">${escapeHtml(m.clientName)}</span> to use your account?</h1>
-<p class="lead">It will be able to:</p>
 ${whoBox(m.username, m.signOutAction, m.csrf, m.returnTo)}
+<p class="lead">It will be able to:</p>
 <ul class="scopes">
 ${items}
 </ul>
@@ -140,7 +140,7 @@ ${items}
 ${decision("deny", "Deny", "secondary")}
 ${decision("allow", "Allow", "primary")}
 </div>
-<p class="fine">You will be sent back to <code>${escapeHtml(m.redirectUri)}</code>. You can revoke its access at any time (mcp.revoke_session ends AI agents' sessions).</p>`);
+<p class="fine">Allow only applications you trust. Either way you will be sent back to <code>${escapeHtml(m.redirectUri)}</code>.</p>`);
 }
 
 export interface ProblemModel {

@@ -48,6 +48,27 @@ export function redirectWith(redirectUri: string, params: Record<string, string 
   return u.toString();
 }
 
+/** The authorization request in a URL's query (`/?oauth=1&...`). */
+function requestOf(q: URLSearchParams) {
+  return create(AuthorizationRequestSchema, {
+    clientId: q.get("client_id") ?? "", redirectUri: q.get("redirect_uri") ?? "", responseType: q.get("response_type") ?? "",
+    codeChallenge: q.get("code_challenge") ?? "", codeChallengeMethod: q.get("code_challenge_method") ?? "",
+    scope: q.has("scope") ? q.get("scope")! : undefined, resource: q.getAll("resource"),
+  });
+}
+
+/**
+ * The client name and form targets of the authorization request a local path continues (the
+ * sign-in form shows them again after a failed attempt); nothing when it continues none.
+ */
+export async function authorizationFlowOf(auth: () => Client<typeof AuthService>, returnTo: string): Promise<{ clientName?: string; formAction?: string[] }> {
+  const url = new URL(returnTo, "http://x");
+  if (url.pathname !== "/" || url.searchParams.get("oauth") !== "1") return {};
+  const request = requestOf(url.searchParams);
+  const check = await auth().checkAuthorization({ request, sessionToken: "" });
+  return check.error ? {} : { clientName: check.clientName, formAction: formTargets(request.redirectUri) };
+}
+
 export function createAuthorizePage(deps: AuthorizePageDeps) {
   const problem = (res: ServerResponse, status: number, title: string, message: string) =>
     sendPage(res, status, renderProblem({ assetVersion: deps.assetVersion, title, message }));
@@ -58,11 +79,7 @@ export function createAuthorizePage(deps: AuthorizePageDeps) {
     const q = url.searchParams;
     const twice = SINGLE.find((k) => q.getAll(k).length > 1);
     if (twice) { problem(res, 400, "This sign-in link is not valid", `The parameter ${twice} appears more than once.`); return; }
-    const request = create(AuthorizationRequestSchema, {
-      clientId: q.get("client_id") ?? "", redirectUri: q.get("redirect_uri") ?? "", responseType: q.get("response_type") ?? "",
-      codeChallenge: q.get("code_challenge") ?? "", codeChallengeMethod: q.get("code_challenge_method") ?? "",
-      scope: q.has("scope") ? q.get("scope")! : undefined, resource: q.getAll("resource"),
-    });
+    const request = requestOf(q);
     const state = q.get("state") ?? undefined;
     const here = `${url.pathname}${url.search}`;
     const back = (params: Record<string, string | undefined>) => seeOther(res, redirectWith(request.redirectUri, { ...params, state, iss: deps.issuer() }));
