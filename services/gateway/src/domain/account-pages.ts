@@ -120,8 +120,12 @@ export interface ConsentModel {
 }
 
 export function renderConsent(m: ConsentModel): string {
-  const items = m.scopes.length
-    ? m.scopes.map((s) => {
+  // In one order whatever the request's: by resource, reading before changing before deleting.
+  const order = Object.keys(SCOPE_WORDS);
+  const rank = (s: string) => (order.includes(s) ? order.indexOf(s) : order.length);
+  const scopes = [...m.scopes].sort((a, b) => rank(a) - rank(b));
+  const items = scopes.length
+    ? scopes.map((s) => {
       const w = SCOPE_WORDS[s] ?? { text: s, kind: "read" as const };
       return `<li><span class="dot ${w.kind}" aria-hidden="true"></span><span>${escapeHtml(w.text)}</span></li>`;
     }).join("\n")
