@@ -9,6 +9,9 @@ import { startTestSystem, type TestSystem, type TestUser } from "../helpers/syst
 import { startImageServer, type ImageServer } from "../helpers/image-server.js";
 import { createShowcase, type Showcase } from "../helpers/showcase.js";
 import { launchBrowser, screenshot, startCuttableProxy } from "../helpers/browser.js";
+import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+
+const PASSWORD = "tiles and trams of Lisbon";
 
 /** The issue's bound for a change to reach every open tab. */
 const LIVE_WITHIN_MS = 2_000;
@@ -22,7 +25,10 @@ let show: Showcase;
 test.before(async () => {
   img = await startImageServer();
   [sys, browser] = await Promise.all([startTestSystem({ OUTBOUND_ALLOWED_HOSTS: img.host }), launchBrowser()]);
-  owner = await sys.user({ plan: "paid" });
+  // An owner who can also sign in on the web page.
+  const username = `owner_${Date.now().toString(36)}`;
+  const created = await sys.system.clients.get(AuthService).createUser({ username, plan: "paid", isAdmin: false, password: PASSWORD });
+  owner = { userId: created.userId, username, token: await sys.token(username) };
   show = await createShowcase(sys, owner, img);
 });
 test.after.always(async () => {
@@ -43,6 +49,19 @@ async function openTab(url: string, opts: { as?: TestUser; context?: BrowserCont
   (page as Page & { scriptErrors?: string[] }).scriptErrors = errors;
   await page.goto(url);
   return page;
+}
+
+/** A browser context signed in through the sign-in page's form, as a person does. */
+async function signedInContext(user: TestUser): Promise<BrowserContext> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  await page.goto(`${sys.url}/`);
+  await page.fill("#username", user.username);
+  await page.fill("#password", PASSWORD);
+  await page.click("button[type=submit]");
+  await page.waitForSelector(`text=Signed in as`);
+  await page.close();
+  return context;
 }
 
 const bodyData = (page: Page, key: string) => page.evaluate((k) => document.body.dataset[k], key);
@@ -118,8 +137,8 @@ test.serial("an unknown share URL shows the friendly 404 page", async (t) => {
   await context.close();
 });
 
-test.serial("two tabs of the signed-in owner follow ui.state.set and player.command within 2 s", async (t) => {
-  const context = await browser.newContext({ extraHTTPHeaders: { authorization: `Bearer ${owner.token}` } });
+test.serial("two tabs of the owner signed in on the web page follow ui.state.set and player.command within 2 s", async (t) => {
+  const context = await signedInContext(owner);
   const tabs = [await openTab(show.shareUrl, { context }), await openTab(show.shareUrl, { context })];
   for (const tab of tabs) await waitForBody(tab, "live", "connected", 10_000);
 
@@ -142,7 +161,7 @@ test.serial("two tabs of the signed-in owner follow ui.state.set and player.comm
   await context.close();
 });
 
-test.serial("a tab whose connection dropped reconnects and shows the current state at once", async (t) => {
+test.serial("a tab whose connection dropped reconnects and shows the current state at once (a page sent with a bearer token)", async (t) => {
   // The tab reaches the gateway through a proxy whose connections the test cuts.
   const proxy = await startCuttableProxy(sys.url);
   const context = await browser.newContext({ extraHTTPHeaders: { authorization: `Bearer ${owner.token}` } });
