@@ -326,3 +326,11 @@ test("a token revoked at the auth service is refused at once, mid-session", asyn
   t.regex(String(err?.message), /unauthorized/);
   await client.close().catch(() => {});
 });
+
+test("schema.get names the MCP endpoint and records the MCP renderings and rules", async (t) => {
+  const schema = await sys.must(alice.token, { op: "schema.get" });
+  t.is(schema.mcp_endpoint, `${sys.url}/mcp`);
+  t.regex(schema.decisions["media.download (MCP)"], /16384 bytes or less in content_base64/);
+  t.regex(schema.decisions["mcp tools"], /isError: true/);
+  t.regex(schema.decisions["mcp server"], /Mcp-Session-Id/);
+});
