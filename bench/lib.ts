@@ -270,3 +270,27 @@ export async function startBareQueryServer(databaseUrl: string, query: (body: Re
     close: async () => { await new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }); await pool.end(); },
   };
 }
+
+/**
+ * Runs the specs one after the other (A,B,C,A,B,C...), `rounds` times, so that drift of a shared
+ * machine falls on every side; results[i][r] is spec i in round r. Compare within a round.
+ */
+export async function alternate(specs: LoadSpec[], rounds = 2): Promise<LoadResult[][]> {
+  const out: LoadResult[][] = specs.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    for (const [i, spec] of specs.entries()) out[i]!.push(await drive({ ...spec, name: `${spec.name} #${r + 1}` }));
+  }
+  return out;
+}
+
+/** Per round, the throughput of `subject` over that of `baseline` (same round). */
+export function roundRatios(subject: LoadResult[], baseline: LoadResult[]): number[] {
+  return subject.map((s, r) => round(s.throughput / baseline[r]!.throughput, 4));
+}
+
+/** "0.41-0.47" from ratios (the range, never one best value). */
+export function ratioRange(ratios: number[]): string {
+  const lo = Math.min(...ratios);
+  const hi = Math.max(...ratios);
+  return lo === hi ? lo.toFixed(2) : `${lo.toFixed(2)}-${hi.toFixed(2)}`;
+}

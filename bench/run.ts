@@ -14,8 +14,9 @@ import { mediaScenario } from "./media.js";
 import { transfersScenario } from "./transfers.js";
 import { webhooksScenario } from "./webhooks.js";
 import { splitScenario } from "./split.js";
+import { searchScenario } from "./search.js";
 
-const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario];
+const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario];
 
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 if (process.argv.includes("--list")) {

@@ -20,10 +20,29 @@ export interface Migration {
 /** Migrations in apply order: a name (timestamped) and its functions. */
 export type MigrationList = ReadonlyArray<readonly [name: string, migration: Migration]>;
 
-export function createDb(databaseUrl: string, schema: string, poolMax: number): Knex {
+/**
+ * Settings of every session of a service's pool (e.g. `pg_trgm.word_similarity_threshold`, which
+ * an indexed trigram operator reads): sent as `-c name=value` in the startup packet, so they
+ * cost no statement per connection and hold on every connection the pool opens.
+ */
+export type SessionSettings = Readonly<Record<string, string>>;
+
+/** The pg `options` startup parameter: the URL's own options, then the settings. */
+export function sessionOptions(databaseUrl: string, settings: SessionSettings): string | undefined {
+  const own = (() => { try { return new URL(databaseUrl).searchParams.get("options") ?? ""; } catch { return ""; } })();
+  const extra = Object.entries(settings).map(([name, value]) => {
+    if (!/^[a-z_][a-z0-9_.]*$/i.test(name) || /[\s\\]/.test(value)) throw new Error(`invalid session setting ${name}=${value}`);
+    return `-c ${name}=${value}`;
+  });
+  const all = [own, ...extra].filter(Boolean).join(" ");
+  return all || undefined;
+}
+
+export function createDb(databaseUrl: string, schema: string, poolMax: number, settings: SessionSettings = {}): Knex {
+  const options = Object.keys(settings).length ? sessionOptions(databaseUrl, settings) : undefined;
   return knexFactory({
     client: "pg",
-    connection: databaseUrl,
+    connection: options ? { connectionString: databaseUrl, options } : databaseUrl,
     searchPath: [schema, "public"],
     pool: { min: 0, max: poolMax, idleTimeoutMillis: 30000 },
     acquireConnectionTimeout: 15000,

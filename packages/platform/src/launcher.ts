@@ -11,7 +11,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import type { Knex } from "knex";
 import { type Config, type ServiceName, SERVICE_NAMES, ConfigError } from "./config.js";
 import { createLogger, type Logger } from "./logger.js";
-import { createDb, ensureExtensions, migrate, type MigrationList } from "./db.js";
+import { createDb, ensureExtensions, migrate, type MigrationList, type SessionSettings } from "./db.js";
 import { serviceMigrations, createLocalTransport, createNatsTransport, createOutboxRelay, type BusTransport, type OutboxRelay } from "./bus.js";
 import { createObjectStore, type ObjectStore } from "./object-store.js";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgres.js";
@@ -179,8 +179,8 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     const dbs = new Map<string, Knex>();
     const relays: OutboxRelay[] = [];
     const poolMax = config.target === "all" ? Math.max(2, Math.ceil(config.dbPoolMax / 2)) : config.dbPoolMax;
-    async function contextFor(name: string, schema: string, migrations: MigrationList, extensions: string[] = [], withOutbox = true): Promise<ServiceContext> {
-      const db = createDb(databaseUrl!, schema, poolMax);
+    async function contextFor(name: string, schema: string, migrations: MigrationList, extensions: string[] = [], withOutbox = true, settings: SessionSettings = {}): Promise<ServiceContext> {
+      const db = createDb(databaseUrl!, schema, poolMax, settings);
       cleanup.push(() => db.destroy());
       dbs.set(name, db);
       const unobservePool = observePool(schema, db);
@@ -207,7 +207,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
 
     const instances: Array<{ name: string; inst: ServiceInstance }> = [];
     for (const m of selected) {
-      const ctx = await contextFor(m.name, m.schema, m.migrations, m.extensions);
+      const ctx = await contextFor(m.name, m.schema, m.migrations, m.extensions, true, m.sessionSettings);
       const inst = await m.init(ctx);
       routeFns.push((r) => inst.routes(r));
       instances.push({ name: m.name, inst });

@@ -60,6 +60,8 @@ export interface ServiceModule {
   migrations: ReadonlyArray<readonly [string, import("./db.js").Migration]>;
   /** PostgreSQL extensions the schema needs (created in `public`). */
   extensions?: string[];
+  /** Settings of every session of the service's pool (see SessionSettings in db.ts). */
+  sessionSettings?: import("./db.js").SessionSettings;
   init(ctx: ServiceContext): Promise<ServiceInstance>;
 }
 

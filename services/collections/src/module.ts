@@ -4,7 +4,7 @@ import { MediaService } from "@cms/contracts/media/v1/media_pb";
 import { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { collectionsMigrations } from "./store/migrations.js";
-import { createCollectionsStores } from "./store/collections-store.js";
+import { createCollectionsStores, SEARCH_SESSION_SETTINGS } from "./store/collections-store.js";
 import { exclusively } from "./store/job-lock.js";
 import { createCollectionsApp } from "./app/collections-app.js";
 import { collectionsRoutes } from "./rpc/collections-rpc.js";
@@ -17,7 +17,8 @@ export const collectionsModule: ServiceModule = {
   name: "collections",
   schema: "collections",
   migrations: collectionsMigrations,
-  extensions: ["pg_trgm", "unaccent"],
+  extensions: ["pg_trgm", "unaccent", "btree_gin"],
+  sessionSettings: SEARCH_SESSION_SETTINGS,
   async init(ctx) {
     const app = createCollectionsApp({
       stores: createCollectionsStores(ctx.db),

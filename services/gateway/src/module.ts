@@ -25,6 +25,10 @@ import { close, createGatewayServer, listen } from "./http/server.js";
 import { createUploadHandler } from "./http/upload-routes.js";
 import { embeddedApiKey } from "./store/embedded-api-key.js";
 import { SocialService } from "@cms/contracts/social/v1/social_pb";
+import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { ACCOUNT_ASSETS } from "./domain/account-pages.js";
+import { createAccountRoutes } from "./http/account-routes.js";
+import { cookieNames, signedIn } from "./http/web-session.js";
 import { createPlayerChannel } from "./app/player-channel.js";
 import { PLAYER_EVENTS_PATH, createPlayerEventsHandler } from "./http/player-events.js";
 import { createIdempotencyStore } from "./store/idempotency-store.js";
@@ -65,6 +69,16 @@ export const gatewayModule: GatewayModule = {
     const social = () => clients.get(SocialService);
     const assetVersion = assetsVersion(PLAYER_ASSETS);
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
+    const account = createAccountRoutes({
+      auth: () => clients.get(AuthService), tokens, secret: config.grantSecret!, appUrl: () => config.appUrl,
+      assetVersion: assetsVersion(ACCOUNT_ASSETS), log,
+    });
+    // The signed-in user of a page request: a bearer token, or the web session's cookie.
+    const viewerOf = async (req: import("node:http").IncomingMessage) => {
+      const token = bearerOf(req.headers.authorization);
+      if (token) return tokens.resolve(token);
+      return (await signedIn(req, cookieNames(config.appUrl), tokens))?.caller;
+    };
     await playerChannel.start();
 
     // Ready from the moment it listens until stop() begins.
@@ -88,7 +102,8 @@ export const gatewayModule: GatewayModule = {
         [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log }), "drop link failed"],
       ],
       pages: [
-        [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ tokens, channel: playerChannel, social, log })],
+        [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ viewerOf, channel: playerChannel, social, log })],
+        ...account.pages,
         ...createMcpRoutes({ registry, admit, sessions: mcpSessions, run: runOperation, store: ctx.store, config, log }),
       ],
       sharePage: {
@@ -97,10 +112,7 @@ export const gatewayModule: GatewayModule = {
           pages: createPlayerPages({ clients, grantSecret: config.grantSecret!, baseUrl: () => config.baseUrl, assetVersion, eventsPath: PLAYER_EVENTS_PATH }),
           baseUrl: () => config.baseUrl,
           assetVersion,
-          viewerOf: async (req) => {
-            const token = bearerOf(req.headers.authorization);
-            return token ? (await tokens.resolve(token))?.userId : undefined;
-          },
+          viewerOf: async (req) => (await viewerOf(req))?.userId,
         }),
       },
     });

@@ -16,7 +16,7 @@ export const mediaModule: ServiceModule = {
   name: "media",
   schema: "media",
   migrations: mediaMigrations,
-  extensions: ["pg_trgm", "unaccent"],
+  extensions: ["pg_trgm", "unaccent", "btree_gin"],
   async init(ctx) {
     const app = createMediaApp({
       stores: createMediaStores(ctx.db),

@@ -34,14 +34,30 @@ function escapeLike(s: string): string {
 // and shared collections match generously (substring, accent-insensitive, trigram word
 // similarity, full text); public, following and liked scopes strictly (every query word, or a
 // substring of the name) and show only published + public (+ searchable for strangers) ones.
-// Word similarity 0.5 tolerates a transposition or a missing letter in a word ("montrael").
-const GENEROUS = `(c.search_text LIKE '%' || :q || '%' OR word_similarity(:q, c.search_text) >= 0.5 OR c.search_tsv @@ plainto_tsquery('simple', :q))`;
-const STRICT = `(c.search_tsv @@ plainto_tsquery('simple', :q) OR lower(immutable_unaccent(c.name)) LIKE '%' || :q || '%')`;
-const SCORE = `(CASE WHEN c.search_text LIKE '%' || :q || '%' THEN 1 ELSE 0 END + word_similarity(:q, c.search_text) + ts_rank(c.search_tsv, plainto_tsquery('simple', :q)))`;
+// Word similarity 0.5 tolerates a transposition or a missing letter in a word ("montrael"): it is
+// `search_text %> q` under the pool's pg_trgm.word_similarity_threshold (SEARCH_SESSION_SETTINGS),
+// so that each arm of the match is a scan of the owner's entries in collections_owner_search
+// (user_id, trigrams, lexemes) and only the rows it finds are ranked.
+//
+// The query is folded (lower + immutable_unaccent, as search_text is built) and LIKE-escaped in
+// the statement itself: both are immutable, so the planner folds them into constants from the
+// bound :raw and the index conditions see plain values, without a round trip to fold it first.
+const NORM = "lower(immutable_unaccent(CAST(:raw AS text)))";
+const PATTERN = `('%' || replace(replace(replace(${NORM}, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')`;
+const TSQUERY = `plainto_tsquery('simple', ${NORM})`;
+const GENEROUS = `(c.search_text LIKE ${PATTERN} OR c.search_text %> ${NORM} OR c.search_tsv @@ ${TSQUERY})`;
+const STRICT = `(c.search_tsv @@ ${TSQUERY} OR lower(immutable_unaccent(c.name)) LIKE ${PATTERN})`;
+const SCORE = `(CASE WHEN c.search_text LIKE ${PATTERN} THEN 1 ELSE 0 END + word_similarity(${NORM}, c.search_text) + ts_rank(c.search_tsv, ${TSQUERY}))`;
 const VISIBLE_PUBLIC = `c.is_published AND c.share_access_level = 'public' AND NOT c.is_archived`;
 
-function scopeSql(scope: Scope, match: string): string {
-  const base = `SELECT c.id, ${SCORE} AS score FROM collections c WHERE NOT c.is_deleted AND c.parent_id IS NULL`;
+/** The word similarity that counts as a generous match (see above). */
+export const WORD_SIMILARITY_THRESHOLD = 0.5;
+
+/** Session settings of the collections pool that search relies on. */
+export const SEARCH_SESSION_SETTINGS = { "pg_trgm.word_similarity_threshold": String(WORD_SIMILARITY_THRESHOLD) } as const;
+
+function scopeSql(scope: Scope, match: string, score = SCORE): string {
+  const base = `SELECT c.id, ${score} AS score, coalesce(c.user_id = :me, false) AS own FROM collections c WHERE NOT c.is_deleted AND c.parent_id IS NULL`;
   switch (scope) {
     case "own":
       return `${base} AND c.user_id = :me AND NOT c.is_archived AND ${match}`;
@@ -58,15 +74,37 @@ function scopeSql(scope: Scope, match: string): string {
 
 const isGenerous = (s: Scope) => s === "own" || s === "shared";
 
+/**
+ * The hits of the scopes (a CTE) and one page of them, with named bindings :raw :me
+ * :followUsers :followAliases :limit :offset. Only the hits are scored; the page is chosen from
+ * (id, score, own) and only its rows are joined back for their columns.
+ */
+function searchSql(scopes: Scope[]): { hits: string; page: string } {
+  const union = scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ");
+  const hits = `WITH hits AS (SELECT id, max(score) AS score, bool_or(own) AS own FROM (${union}) u GROUP BY id)`;
+  const page = `${hits},
+    page AS (SELECT id, score, own, count(*) OVER () AS total FROM hits ORDER BY own DESC, score DESC, id DESC LIMIT :limit OFFSET :offset)
+    SELECT ${columnsOf("c")}, p.score, p.own AS is_own, p.total
+    FROM page p JOIN collections c ON c.id = p.id
+    ORDER BY p.own DESC, p.score DESC, p.id DESC`;
+  return { hits, page };
+}
+
+function searchParams(query: string, who: Searcher) {
+  return { raw: query.trim(), me: who.userId, followUsers: who.follows.users, followAliases: who.follows.aliases };
+}
+
+/** The statement and bindings of the first page of an own-scope search, as search() runs it (for EXPLAIN in the bench). */
+export function searchPlanSql(query: string, userId: string, limit: number): [string, Record<string, unknown>] {
+  return [searchSql(["own"]).page, { ...searchParams(query, { userId, follows: { users: [], aliases: [] } }), limit, offset: 0 }];
+}
+
 /** The collections store on the pool or a unit's transaction. */
 export function createCollectionsStore(q: Queryable): CollectionsStore {
   const live = (userId: string, parentId: number | null) => q("collections").where({ user_id: userId, is_deleted: false })
     .modify((b) => (parentId === null ? b.whereNull("parent_id") : b.where("parent_id", parentId)));
 
-  async function params(query: string, who: Searcher) {
-    const { rows: [norm] } = await q.raw("SELECT lower(immutable_unaccent(?)) AS q", [query.trim()]);
-    return { q: escapeLike(norm.q as string), me: who.userId, followUsers: who.follows.users, followAliases: who.follows.aliases };
-  }
+  const params = (query: string, who: Searcher) => searchParams(query, who);
 
   /**
    * The total of a paged query from its window count; a page past the end has no row to carry
@@ -236,26 +274,19 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       return { rows: rows as CollectionRow[], total: Number(total) };
     },
     async search(query, scopes, who, limit, offset) {
-      const p = await params(query, who);
-      const union = scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ");
-      const hits = `WITH hits AS (SELECT id, max(score) AS score FROM (${union}) u GROUP BY id)`;
-      const sql = `${hits}
-        SELECT ${columnsOf("c")}, h.score, (c.user_id = :me) AS is_own, count(*) OVER () AS total
-        FROM hits h JOIN collections c ON c.id = h.id
-        ORDER BY (c.user_id = :me) DESC NULLS LAST, h.score DESC, c.id DESC
-        LIMIT :limit OFFSET :offset`;
-      const { rows } = await q.raw(sql, { ...p, limit, offset });
+      const p = params(query, who);
+      const { hits, page } = searchSql(scopes);
+      const { rows } = await q.raw(page, { ...p, limit, offset });
       const total = await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p);
       return { rows, total };
     },
     async countPublicMatches(query, who) {
-      const p = await params(query, who);
-      const { rows } = await q.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT)}) p`, p);
+      const { rows } = await q.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT, "0")}) p`, params(query, who));
       return Number(rows[0].n);
     },
     async browse(scopes, who, tags, sortBy: SortBy, limit, offset) {
-      const p = { q: "", me: who.userId, followUsers: who.follows.users, followAliases: who.follows.aliases, tags };
-      const union = scopes.map((s) => scopeSql(s, "TRUE")).join(" UNION ALL ");
+      const p = { me: who.userId, followUsers: who.follows.users, followAliases: who.follows.aliases, tags };
+      const union = scopes.map((s) => scopeSql(s, "TRUE", "0")).join(" UNION ALL ");
       const order = sortBy === "recent" ? "coalesce(c.published_at, c.created_at) DESC" : sortBy === "likes" ? "c.likes DESC" : "c.views DESC";
       const where = `WHERE c.id IN (SELECT id FROM (${union}) u) ${tags.length ? "AND c.tags && CAST(:tags AS text[])" : ""}`;
       const sql = `SELECT ${columnsOf("c")}, count(*) OVER () AS total FROM collections c ${where}

@@ -120,7 +120,7 @@ export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, 
 /** The route a path belongs to, as spans and metrics name it (a bounded set of values). */
 export function routeOf(path: string, byteRoutes: ByteRoute[], pages: Array<[string, RouteHandler]> = [], sharePage?: GatewayRoutes["sharePage"]): string {
   if (path === OP_PATH) return "op";
-  if (pages.some(([p]) => p === path)) return path.split("/").filter(Boolean).join("/");
+  if (pages.some(([p]) => p === path)) return path.split("/").filter(Boolean).join("/") || "home";
   if (path.startsWith(ASSETS_PREFIX)) return "assets";
   if (UPLOAD_PREFIXES.some((p) => path.startsWith(p))) return "upload";
   const byte = byteRoutes.find(([prefix]) => path.startsWith(prefix));

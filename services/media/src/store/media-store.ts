@@ -9,7 +9,7 @@ import { foldAccents } from "../domain/rules.js";
 import { LINK_VIEWER, type MediaRow } from "../domain/media-row.js";
 
 /** Columns of a MediaRow (the generated search_text column is left out: WHERE clauses only). */
-const MEDIA_COLUMNS = [
+export const MEDIA_COLUMNS = [
   "id", "collection_id", "owner_user_id", "created_by", "name", "description", "tags", "main_url", "viewer", "mime_type",
   "size_bytes", "sha256", "thumbnail_url", "background_image_url", "text_note", "display_mode", "placeholder_kind",
   "linked_collection_id", "position", "is_archived", "is_deleted", "deleted_at", "created_at", "updated_at",
@@ -147,6 +147,32 @@ function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
+/** The rows of a search scope matching `query` (folded like search_text), as a query builder. */
+function searchQuery(q: Queryable, scope: SearchScope, query: string) {
+  const words = query.split(/\s+/).filter(Boolean);
+  // The pattern is a plain bound value (folded here like unaccent+lower), so the planner can use
+  // the trigram index; an expression around the parameter would force a sequential scan.
+  const pattern = `%${escapeLike(foldAccents(query))}%`;
+  const qb = q("media").where({ is_deleted: false, is_archived: scope.archived });
+  if (scope.collectionId !== undefined) qb.where({ collection_id: scope.collectionId });
+  if (scope.ownerUserId !== undefined) qb.where({ owner_user_id: scope.ownerUserId });
+  if (scope.exceptCollectionId !== undefined) qb.whereNot({ collection_id: scope.exceptCollectionId });
+  if (!scope.withLinks) qb.whereNot({ viewer: LINK_VIEWER });
+  return qb.where((w) => w.whereRaw("search_text LIKE ?", [pattern]).orWhereRaw("tags && ?::text[]", [words]));
+}
+
+/** The page query of searchPage over a user's own media, as it runs (for EXPLAIN in the bench). */
+function searchPageQuery(q: Queryable, scope: SearchScope, query: string, limit: number, offset: number) {
+  return searchQuery(q, scope, query).select(MEDIA_COLUMNS).select(q.raw("count(*) OVER () AS total"))
+    .orderByRaw("updated_at DESC, id DESC").limit(limit).offset(offset);
+}
+
+/** The SQL and bindings of the first page of a search of a user's own media (for EXPLAIN in the bench). */
+export function mediaSearchPlanSql(q: Queryable, query: string, ownerUserId: string, limit: number): [string, readonly unknown[]] {
+  const { sql, bindings } = searchPageQuery(q, { ownerUserId, archived: false }, query.trim().toLowerCase(), limit, 0).toSQL();
+  return [sql, bindings];
+}
+
 /** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
 export function createMediaStore(q: Queryable): MediaStore {
   const media = () => q("media");
@@ -162,18 +188,7 @@ export function createMediaStore(q: Queryable): MediaStore {
     return qb;
   }
 
-  function searched(scope: SearchScope, query: string) {
-    const words = query.split(/\s+/).filter(Boolean);
-    // The pattern is a plain bound value (folded here like unaccent+lower), so the planner can use
-    // the trigram index; an expression around the parameter would force a sequential scan.
-    const pattern = `%${escapeLike(foldAccents(query))}%`;
-    const qb = media().where({ is_deleted: false, is_archived: scope.archived });
-    if (scope.collectionId !== undefined) qb.where({ collection_id: scope.collectionId });
-    if (scope.ownerUserId !== undefined) qb.where({ owner_user_id: scope.ownerUserId });
-    if (scope.exceptCollectionId !== undefined) qb.whereNot({ collection_id: scope.exceptCollectionId });
-    if (!scope.withLinks) qb.whereNot({ viewer: LINK_VIEWER });
-    return qb.where((w) => w.whereRaw("search_text LIKE ?", [pattern]).orWhereRaw("tags && ?::text[]", [words]));
-  }
+  const searched = (scope: SearchScope, query: string) => searchQuery(q, scope, query);
 
   const count = async (qb: ReturnType<typeof media>): Promise<number> => Number((await qb.count<{ n: number }[]>("* as n"))[0]!.n);
 
@@ -211,8 +226,7 @@ export function createMediaStore(q: Queryable): MediaStore {
       return { rows, total };
     },
     async searchPage(scope, query, limit, offset) {
-      const rows: Array<MediaRow & { total: number }> = await searched(scope, query).select(MEDIA_COLUMNS).select(q.raw("count(*) OVER () AS total"))
-        .orderByRaw("updated_at DESC, id DESC").limit(limit).offset(offset);
+      const rows: Array<MediaRow & { total: number }> = await searchPageQuery(q, scope, query, limit, offset);
       const total = rows.length ? Number(rows[0]!.total) : await count(searched(scope, query));
       return { rows: rows.map(({ total: _t, ...r }) => r as MediaRow), total };
     },

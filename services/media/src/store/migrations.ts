@@ -175,4 +175,16 @@ export const mediaMigrations: MigrationList = [
       });
     },
   }],
+  // media.search looks in one owner's media or one collection: one GIN index with both keys
+  // (btree_gin) beside the trigrams and the tags finds the candidates of either scope without
+  // reading the other users' matches, whatever the size of the table. It replaces the
+  // table-wide trigram and tag indexes, which nothing else reads.
+  ["20270110000000_scoped_search_index", {
+    async up(knex) {
+      await knex.raw(`CREATE INDEX media_scoped_search ON media USING gin (owner_user_id, collection_id, search_text gin_trgm_ops, tags)
+        WHERE NOT is_deleted`);
+      await knex.raw("DROP INDEX IF EXISTS media_search_trgm");
+      await knex.raw("DROP INDEX IF EXISTS media_tags");
+    },
+  }],
 ];

@@ -1,0 +1,97 @@
+/**
+ * CPU profile of the all-in-one system under one operation's load:
+ * `node --import tsx bench/profile.ts <case> [seconds]`, cases below. Starts the system in this
+ * process (embedded defaults), seeds what the case needs, drives 32 connections from a child
+ * process (bench/lib.ts drive) and profiles this process during the measuring window only
+ * (node:inspector), then writes the .cpuprofile (open it in Chrome DevTools or speedscope) and
+ * prints the top frames by self time and the top by total time. PostgreSQL's own CPU is not in it.
+ */
+import { Session } from "node:inspector/promises";
+import { writeFileSync } from "node:fs";
+import { startBenchSystem, drive, type BenchSystem } from "./lib.js";
+
+interface Case { seed(b: BenchSystem): Promise<Record<string, unknown>> }
+
+const seedCollections = async (b: BenchSystem, n: number) => {
+  await b.system.dbOf("collections")!.raw(
+    `INSERT INTO collections (user_id, name, description, tags, position)
+     SELECT ?, 'Collection ' || i || CASE WHEN i % 100 = 37 THEN ' zephyr' ELSE '' END, 'Photos of summer ' || i, ARRAY['travel'], i FROM generate_series(0, ? - 1) i`,
+    [b.userId, n],
+  );
+  await b.system.dbOf("collections")!.raw("VACUUM ANALYZE collections");
+  return Number((await b.system.dbOf("collections")!.raw("SELECT min(id) AS id FROM collections WHERE user_id = ?", [b.userId])).rows[0].id);
+};
+
+const CASES: Record<string, Case> = {
+  ping: { seed: async () => ({ op: "ping" }) },
+  "collections.get": { seed: async (b) => ({ op: "collections.get", collection_id: await seedCollections(b, 200) }) },
+  "collections.list": { seed: async (b) => { await seedCollections(b, 200); return { op: "collections.list", limit: 100 }; } },
+  "collections.search": { seed: async (b) => { await seedCollections(b, 2000); return { op: "collections.search", query: "zephyr", limit: 20 }; } },
+  "media.list": {
+    seed: async (b) => {
+      const id = await seedCollections(b, 1);
+      await b.system.dbOf("media")!.raw(
+        `INSERT INTO media (collection_id, owner_user_id, created_by, name, description, tags, main_url, viewer, position)
+         SELECT ?, ?, ?, 'Note ' || i, 'About ' || i, ARRAY['x'], 'inline://text-note', 'text', i FROM generate_series(0, 999) i`, [id, b.userId, b.userId]);
+      await b.system.dbOf("media")!.raw("VACUUM ANALYZE media");
+      return { op: "media.list", collection_id: id, limit: 100 };
+    },
+  },
+};
+
+const name = process.argv[2] ?? "";
+const seconds = Number(process.argv[3] ?? 8);
+const c = CASES[name];
+if (!c) { console.error(`cases: ${Object.keys(CASES).join(", ")}`); process.exit(2); }
+const b = await startBenchSystem({ DB_POOL_MAX: "16" });
+try {
+  const body = JSON.stringify(await c.seed(b));
+  await b.call(JSON.parse(body));
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 200 });
+  // Warm-up first, unprofiled.
+  await drive({ name, url: b.endpoint, headers: b.headers, body, connections: 32, warmupMs: 0, durationMs: 2000 });
+  await session.post("Profiler.start");
+  const result = await drive({ name, url: b.endpoint, headers: b.headers, body, connections: 32, warmupMs: 0, durationMs: seconds * 1000 });
+  const { profile } = await session.post("Profiler.stop");
+  const file = `/tmp/${name}-${Date.now()}.cpuprofile`;
+  writeFileSync(file, JSON.stringify(profile));
+  console.log(`${name}: ${result.throughput} req/s, p50 ${result.p50Ms} ms; profile ${file}`);
+  summarize(profile as unknown as Profile);
+} finally {
+  await b.stop();
+}
+
+interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number; children?: number[] }
+interface Profile { nodes: Node[]; startTime: number; endTime: number; samples: number[] }
+
+/** Prints the top frames by self and by total time (share of all samples). */
+function summarize(p: Profile): void {
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const ch of n.children ?? []) parent.set(ch, n.id);
+  const label = (n: Node) => {
+    const f = n.callFrame;
+    const file = f.url.replace(/^file:\/\//, "").replace(/.*\/node_modules\//, "~/").replace(/.*\/wt-[^/]+\//, "");
+    return `${f.functionName || "(anonymous)"} ${file}:${f.lineNumber + 1}`;
+  };
+  const self = new Map<string, number>();
+  const total = new Map<string, number>();
+  for (const id of p.samples) {
+    const n = byId.get(id)!;
+    self.set(label(n), (self.get(label(n)) ?? 0) + 1);
+    const seen = new Set<string>();
+    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
+      const l = label(byId.get(cur)!);
+      if (!seen.has(l)) { seen.add(l); total.set(l, (total.get(l) ?? 0) + 1); }
+    }
+  }
+  const all = p.samples.length;
+  const top = (m: Map<string, number>, k: number) => [...m].sort((a, b) => b[1] - a[1]).slice(0, k).map(([l, v]) => `  ${((v / all) * 100).toFixed(1).padStart(5)}%  ${l}`);
+  console.log(`samples ${all}\n-- self time:`);
+  console.log(top(self, 30).join("\n"));
+  console.log("-- total time:");
+  console.log(top(total, 60).join("\n"));
+}
