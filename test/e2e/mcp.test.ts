@@ -334,3 +334,27 @@ test("schema.get names the MCP endpoint and records the MCP renderings and rules
   t.regex(schema.decisions["mcp tools"], /isError: true/);
   t.regex(schema.decisions["mcp server"], /Mcp-Session-Id/);
 });
+
+test("MCP requests count against the same per-user rate limit as the JSON endpoint", async (t) => {
+  const limited = await startTestSystem({ RATE_LIMIT_PER_MINUTE: "3" });
+  t.teardown(() => limited.stop());
+  const u = await limited.user();
+  // Fixed one-minute windows: start well inside one, so that the four requests share it.
+  if (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 100));
+  const post = (body: unknown, headers: Record<string, string> = {}) => fetch(`${limited.url}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${u.token}`, ...headers },
+    body: JSON.stringify(body),
+  });
+  const init = await post(INIT);
+  t.is(init.status, 200);
+  t.is(init.headers.get("x-ratelimit-remaining"), "2");
+  const session = { "mcp-session-id": init.headers.get("mcp-session-id")! };
+  t.is((await limited.call(u.token, { op: "ping" })).status, 200);
+  t.is((await post({ jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, session)).status, 200);
+  const refused = await post({ jsonrpc: "2.0", id: 3, method: "tools/list", params: {} }, session);
+  t.is(refused.status, 429);
+  t.truthy(refused.headers.get("retry-after"));
+  t.is((await refused.json()).error, "rate_limited");
+  t.is((await limited.call(u.token, { op: "ping" })).status, 429, "and the JSON endpoint is refused too");
+});
