@@ -283,8 +283,13 @@ test("a deleted session is gone; a session belongs to its user; a request withou
   const bob = await sys.user();
   t.is((await rawPost(bob.token, list, { "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" })).status, 404, "another user's token cannot use it");
   t.is((await rawPost(alice.token, list)).status, 400, "no session id");
+  const get = await fetch(`${sys.url}/mcp`, { headers: { authorization: `Bearer ${alice.token}`, accept: "text/event-stream", "mcp-session-id": id } });
+  t.is(get.status, 405, "no stream of server-initiated messages");
+  t.is(get.headers.get("allow"), "POST, DELETE");
   await transport.terminateSession();
   await client.close();
+  const again = await fetch(`${sys.url}/mcp`, { method: "DELETE", headers: { authorization: `Bearer ${alice.token}`, "mcp-session-id": id } });
+  t.is(again.status, 404, "deleted once");
   const after = await rawPost(alice.token, list, { "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" });
   t.is(after.status, 404);
   t.is(after.message.error.code, -32001);
