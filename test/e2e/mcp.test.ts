@@ -88,6 +88,12 @@ test("no API key is needed, and a token works at initialize: the session id is i
   t.is(init.message.result.serverInfo.name, "collections-media");
   t.is(init.message.result.protocolVersion, "2025-06-18");
   t.truthy(init.message.result.capabilities.tools);
+  // Every protocol version the SDK supports is negotiated; an unknown one is refused on later requests.
+  const old = await rawPost(alice.token, { ...INIT, params: { ...INIT.params, protocolVersion: "2024-11-05" } });
+  t.is(old.message.result.protocolVersion, "2024-11-05");
+  const session = { "mcp-session-id": init.headers.get("mcp-session-id")! };
+  t.is((await rawPost(alice.token, { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, { ...session, "mcp-protocol-version": "2025-11-25" })).status, 200);
+  t.is((await rawPost(alice.token, { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, { ...session, "mcp-protocol-version": "1999-01-01" })).status, 400);
 });
 
 test("tools/list names every operation (operations.list), with operation.describe's request schema as input schema and the summary as description", async (t) => {
