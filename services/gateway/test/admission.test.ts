@@ -184,3 +184,19 @@ test("the media proxy's rule: a user's token with media:read, the missing token 
   t.is(ok.caller, alice);
   t.deepEqual(hits, ["u:u-alice"]);
 });
+
+test("a bearer-only route (the MCP endpoint) takes no API key: the token alone, then the rate limit", async (t) => {
+  const { admit, res, headers, hits } = setup();
+  const needsUser = { bearerOnly: true, authorize: (who: Caller | undefined) => { if (!who) throw new AppError("unauthorized", "Missing access token."); } };
+  const ok = await admit(request({ authorization: "Bearer tok-alice" }), res, needsUser);
+  t.is(ok.caller, alice);
+  t.deepEqual(hits, ["u:u-alice"]);
+  t.is(headers.get("x-ratelimit-remaining"), "2");
+  // A wrong API key does not matter there; a missing or unknown token does.
+  t.is((await admit(request({ authorization: "Bearer tok-alice", apikey: "wrong" }), res, needsUser)).caller, alice);
+  t.is((await refusal(t, admit(request({}), res, needsUser))).code, "unauthorized");
+  t.is((await refusal(t, admit(request({ authorization: "Bearer tok-nobody" }), res, needsUser))).detail, "The access token is invalid, expired or revoked.");
+  t.deepEqual(hits, ["u:u-alice", "u:u-alice"], "refused requests are not counted");
+  // Elsewhere the key is still required.
+  t.is((await refusal(t, admit(request({ authorization: "Bearer tok-alice" }), res, anyone))).code, "unauthorized");
+});
