@@ -15,8 +15,9 @@ import { transfersScenario } from "./transfers.js";
 import { webhooksScenario } from "./webhooks.js";
 import { splitScenario } from "./split.js";
 import { searchScenario } from "./search.js";
+import { overheadScenario } from "./overhead.js";
 
-const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario];
+const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario, overheadScenario];
 
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 if (process.argv.includes("--list")) {

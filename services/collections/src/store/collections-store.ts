@@ -123,6 +123,17 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       if (opts.lock) b.forUpdate();
       return b as Promise<CollectionRow | undefined>;
     },
+    async accessOf(id, userId) {
+      const { rows: [r] } = await q.raw(
+        `SELECT c.user_id, c.is_archived, c.is_deleted, c.is_published, c.share_access_level, m.can_upload, m.can_edit, m.can_delete
+         FROM collections c LEFT JOIN collaborators m ON m.collection_id = c.id AND m.user_id = CAST(NULLIF(?, '') AS uuid) AND m.status = 'accepted'
+         WHERE c.id = ?`,
+        [userId, id],
+      );
+      if (!r) return undefined;
+      const { can_upload, can_edit, can_delete, ...row } = r;
+      return can_upload === null ? row : { ...row, membership: { can_upload, can_edit, can_delete } };
+    },
     async lockAll(ids) {
       if (ids.length) await q("collections").whereIn("id", ids).orderBy("id").forUpdate().select("id");
     },
