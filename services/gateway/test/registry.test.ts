@@ -172,3 +172,34 @@ test("a body of the wrong type is reported on 'body'", (t) => {
   t.is(err.extra.field, "body");
   t.is(err.detail, 'Field "body" must be of type object.');
 });
+
+/**
+ * Every value a request may carry is bounded by the schema the gateway derives: integers within
+ * their column's range (int32 or a bigint id below 2^53), arrays with a maximum length, strings
+ * with a maximum length (or a closed set, a uuid, a fixed-length pattern; base64 bytes are bounded
+ * by the body limit). An unbounded field would let a request reach PostgreSQL out of range.
+ */
+test("every request field is bounded: integers, arrays and strings", (t) => {
+  const problems: string[] = [];
+  const walk = (s: Record<string, any>, path: string) => {
+    if (!s || typeof s !== "object") return;
+    for (const k of ["oneOf", "anyOf"]) if (Array.isArray(s[k])) for (const sub of s[k]) walk(sub, path);
+    const types: string[] = Array.isArray(s.type) ? s.type : s.type ? [s.type] : [];
+    if (types.includes("integer")) {
+      const min = s.minimum ?? s.exclusiveMinimum;
+      const max = s.maximum ?? s.exclusiveMaximum;
+      if (!(typeof min === "number" && typeof max === "number" && min >= -Number.MAX_SAFE_INTEGER && max <= Number.MAX_SAFE_INTEGER)) problems.push(`${path}: integer without bounds [${min}, ${max}]`);
+    }
+    if (types.includes("number") && (typeof s.minimum !== "number" || typeof s.maximum !== "number")) problems.push(`${path}: number without bounds`);
+    if (types.includes("array")) {
+      if (typeof s.maxItems !== "number") problems.push(`${path}: array without maxItems`);
+      walk(s.items, `${path}[]`);
+    }
+    // content_base64 is bounded by the service while it decodes (against content_length, itself
+    // bounded) and by the body limit: counting its characters first would cost more than that.
+    if (types.includes("string") && !path.endsWith(".content_base64") && s.maxLength === undefined && !s.enum && s.format !== "uuid" && s.contentEncoding !== "base64" && !/^\^[^*+]*\{\d+\}\$$/.test(s.pattern ?? "")) problems.push(`${path}: string without maxLength`);
+    if (types.includes("object") && s.properties) for (const [k, v] of Object.entries(s.properties)) walk(v as Record<string, any>, `${path}.${k}`);
+  };
+  for (const e of registry.all()) walk(e.requestSchema, e.name);
+  t.deepEqual(problems, []);
+});

@@ -1,4 +1,4 @@
-/** The auth schema: users, hashed access tokens and hashed API keys. */
+/** The auth schema: users (with password hashes), hashed access tokens and hashed API keys. */
 import type { Knex } from "knex";
 import type { MigrationList } from "@cms/platform";
 import type { Plan } from "../domain/tokens.js";
@@ -45,6 +45,34 @@ export const migrations: MigrationList = [
       });
     },
   }],
+  ["20261125000000_passwords", {
+    async up(knex) {
+      // A PHC string (domain/passwords.ts); null: the user cannot sign in with a password.
+      await knex.schema.alterTable("users", (t) => { t.text("password_hash"); });
+    },
+  }],
+  ["20261125000100_web_sessions", {
+    async up(knex) {
+      // First-party sign-ins on the web pages; the cookie holds the token, this its hash.
+      await knex.schema.createTable("web_sessions", (t) => {
+        t.uuid("id").primary().defaultTo(knex.raw("gen_random_uuid()"));
+        t.text("token_hash").notNullable().unique();
+        t.uuid("user_id").notNullable().references("id").inTable("users").onDelete("CASCADE");
+        t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.timestamp("expires_at", { useTz: true }).notNullable();
+        t.timestamp("revoked_at", { useTz: true });
+        t.index(["user_id"]);
+      });
+      // Sign-in attempts not (yet) known to have succeeded, per account and per address key.
+      await knex.schema.createTable("sign_in_attempts", (t) => {
+        t.bigIncrements("id");
+        t.text("key").notNullable();
+        t.timestamp("at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        t.index(["key", "at"]);
+        t.index(["at"]);
+      });
+    },
+  }],
 ];
 
 export interface ServiceCredentialRow {
@@ -71,8 +99,15 @@ export interface TokenRow {
   revoked_at: Date | null;
 }
 
+export interface WebSessionRow {
+  id: string;
+  user_id: string;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
 export interface AuthStore {
-  createUser(u: { username: string; plan: Plan; isAdmin: boolean }): Promise<UserRow>;
+  createUser(u: { username: string; plan: Plan; isAdmin: boolean; passwordHash?: string }): Promise<UserRow>;
   userByUsername(username: string): Promise<UserRow | undefined>;
   usersByIds(ids: string[]): Promise<UserRow[]>;
   usersByUsernames(names: string[]): Promise<UserRow[]>;
@@ -81,6 +116,25 @@ export interface AuthStore {
   revokeToken(tokenHash: string): Promise<boolean>;
   /** Revokes the user's tokens issued to MCP clients plus the given one; returns their hashes. */
   revokeMcpTokens(userId: string, currentTokenId: string): Promise<string[]>;
+  /** Sets (or replaces) a user's password hash; false when there is no such user. */
+  setPasswordHash(username: string, hash: string): Promise<boolean>;
+  /** A user and the password hash stored for them (null when none is set). */
+  userWithPassword(username: string): Promise<(UserRow & { password_hash: string | null }) | undefined>;
+  /**
+   * Counts a sign-in attempt under each key before its password is checked (concurrent attempts
+   * see each other); attempts older than `purgeBefore` are dropped. Returns the new rows' ids.
+   */
+  recordSignInAttempt(keys: string[], purgeBefore: Date): Promise<string[]>;
+  /** Times of the attempts under a key since `since`, except the given ones. */
+  signInAttempts(key: string, since: Date, except: string[]): Promise<Date[]>;
+  /** Forgets attempts by id (an attempt refused before it was tried, or one that succeeded). */
+  forgetSignInAttempts(ids: string[]): Promise<void>;
+  /** Forgets every attempt under a key (a successful sign-in clears its account's failures). */
+  clearSignInAttempts(key: string): Promise<void>;
+  insertWebSession(s: { tokenHash: string; userId: string; expiresAt: Date }): Promise<WebSessionRow>;
+  webSessionWithUser(tokenHash: string): Promise<(WebSessionRow & { user: UserRow }) | undefined>;
+  /** Revokes a live web session; false when there was none. */
+  revokeWebSession(tokenHash: string): Promise<boolean>;
   insertApiKey(keyHash: string, label: string): Promise<void>;
   apiKeyExists(keyHash: string): Promise<boolean>;
   insertServiceCredential(name: string, credentialHash: string): Promise<void>;
@@ -91,7 +145,7 @@ export function createAuthStore(db: Knex): AuthStore {
   const userCols = ["id", "username", "plan", "is_admin", "created_at"];
   return {
     async createUser(u) {
-      const [row] = await db("users").insert({ username: u.username, plan: u.plan, is_admin: u.isAdmin }).returning(userCols);
+      const [row] = await db("users").insert({ username: u.username, plan: u.plan, is_admin: u.isAdmin, password_hash: u.passwordHash ?? null }).returning(userCols);
       return row as UserRow;
     },
     async userByUsername(username) {
@@ -134,6 +188,46 @@ export function createAuthStore(db: Knex): AuthStore {
         .update({ revoked_at: db.fn.now() })
         .returning("token_hash");
       return rows.map((r: { token_hash: string }) => r.token_hash);
+    },
+    async setPasswordHash(username, hash) {
+      return (await db("users").where({ username }).update({ password_hash: hash })) > 0;
+    },
+    async userWithPassword(username) {
+      return db("users").select([...userCols, "password_hash"]).where({ username }).first();
+    },
+    async recordSignInAttempt(keys, purgeBefore) {
+      await db("sign_in_attempts").where("at", "<", purgeBefore).delete();
+      const rows = await db("sign_in_attempts").insert(keys.map((key) => ({ key }))).returning("id");
+      return rows.map((r: { id: string | number }) => String(r.id));
+    },
+    async signInAttempts(key, since, except) {
+      const rows = await db("sign_in_attempts").select("at").where({ key }).andWhere("at", ">", since).whereNotIn("id", except);
+      return rows.map((r: { at: Date }) => r.at);
+    },
+    async forgetSignInAttempts(ids) {
+      if (ids.length) await db("sign_in_attempts").whereIn("id", ids).delete();
+    },
+    async clearSignInAttempts(key) {
+      await db("sign_in_attempts").where({ key }).delete();
+    },
+    async insertWebSession(s) {
+      const [row] = await db("web_sessions").insert({ token_hash: s.tokenHash, user_id: s.userId, expires_at: s.expiresAt }).returning(["id", "user_id", "expires_at", "revoked_at"]);
+      return row as WebSessionRow;
+    },
+    async webSessionWithUser(tokenHash) {
+      const row = await db("web_sessions as s")
+        .join("users as u", "u.id", "s.user_id")
+        .select("s.id", "s.user_id", "s.expires_at", "s.revoked_at", "u.username", "u.plan", "u.is_admin", "u.created_at as user_created_at")
+        .where("s.token_hash", tokenHash)
+        .first();
+      if (!row) return undefined;
+      return {
+        id: row.id, user_id: row.user_id, expires_at: row.expires_at, revoked_at: row.revoked_at,
+        user: { id: row.user_id, username: row.username, plan: row.plan, is_admin: row.is_admin, created_at: row.user_created_at },
+      };
+    },
+    async revokeWebSession(tokenHash) {
+      return (await db("web_sessions").where({ token_hash: tokenHash }).whereNull("revoked_at").update({ revoked_at: db.fn.now() })) > 0;
     },
     async insertApiKey(keyHash, label) {
       await db("api_keys").insert({ key_hash: keyHash, label }).onConflict("key_hash").ignore();

@@ -159,8 +159,14 @@
 
   // ---- live follow (the signed-in owner) ---------------------------------------------------
 
+  // The item the state last named: a state whose item did not change (a view_mode change, or
+  // the current state again after a reconnect) leaves the tab where commands moved it.
+  let statedItem = null;
   function applyState(state) {
     if (state.view_mode) setView(state.view_mode);
+    const item = `${state.collection_id}/${state.media_id}`;
+    if (item === statedItem) return;
+    statedItem = item;
     if (state.collection_id !== data.collection_id || state.media_id === null || state.media_id === undefined) return;
     const i = indexOfMedia(state.media_id);
     if (i >= 0) show(i);

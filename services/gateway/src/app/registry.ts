@@ -27,6 +27,10 @@ export interface OpEntry {
   deprecatedAliasOf?: string;
   /** The operation answers the stored object its result names, streamed, instead of JSON. */
   streamsObject: boolean;
+  /** It removes data or overwrites it beyond recovery (MCP destructiveHint). */
+  destructive: boolean;
+  /** It fetches from or delivers to a URL the caller gives (MCP openWorldHint). */
+  openWorld: boolean;
   /** JSON Schema of the request body's fields (without `op`). */
   requestSchema: JsonSchema;
   /** JSON Schema of the JSON object the operation answers with (from the response message). */
@@ -73,6 +77,8 @@ export function buildRegistry(services: DescService[]): OpRegistry {
         summary: o.summary,
         deprecatedAliasOf: o.deprecatedAliasOf || undefined,
         streamsObject: o.streamsObject,
+        destructive: o.destructive,
+        openWorld: o.openWorld,
         requestSchema: schema,
         responseSchema: responseSchema(method.output),
         validate: ajv.compile(schema),

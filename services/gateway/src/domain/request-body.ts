@@ -112,6 +112,14 @@ function check(value: unknown, parts: Array<string | number>): void {
   }
 }
 
+/**
+ * The checks of a parsed value (strings, integers, depth), for fields that arrive inside another
+ * envelope (an MCP tool call's arguments); throws the invalid_request naming the field.
+ */
+export function checkRequestValues(value: unknown): void {
+  check(value, []);
+}
+
 /** The request body as a JSON object, or the invalid_request that says what is wrong with it. */
 export function parseRequestBody(raw: Buffer): Record<string, unknown> {
   if (!isUtf8(raw)) throw new AppError("invalid_request", "The request body is not valid UTF-8.");

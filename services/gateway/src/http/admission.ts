@@ -1,5 +1,6 @@
 /**
- * Who gets in, in one order for every surface: the gateway API key, then the bearer token, then
+ * Who gets in, in one order for every surface: the gateway API key (unless the route takes a
+ * bearer token alone), then the bearer token, then
  * the route's own rule (an operation's admin flag and scopes, the media proxy's media:read), then
  * the per-user rate limit (per address for anonymous calls). The op endpoint, the media proxy and
  * any later surface go through this one chain, so that each refuses with the same codes, details
@@ -23,6 +24,11 @@ export interface Gatekeepers { apiKeys: ApiKeyChecker; tokens: TokenResolver; ra
 /** A route's part of the chain. */
 export interface AdmissionRule<T> {
   /**
+   * The route takes a bearer token alone, without the gateway API key (the MCP endpoint: a
+   * remote MCP client has none); `authorize` then refuses a request without a token.
+   */
+  bearerOnly?: boolean;
+  /**
    * Work done after the API key and before the token, whose refusals come first (the op endpoint
    * reads its body and finds its operation here); its result is handed to `authorize`.
    */
@@ -41,7 +47,7 @@ export type Admit = <T = undefined>(req: AdmissionRequest, res: HeaderSink, rule
 export function createAdmission({ apiKeys, tokens, rateLimiter }: Gatekeepers): Admit {
   return async function admit<T>(req: AdmissionRequest, res: HeaderSink, rule: AdmissionRule<T>): Promise<Admitted<T>> {
     const apikey = req.headers.apikey;
-    if (!(await apiKeys.check(Array.isArray(apikey) ? apikey[0] : apikey))) {
+    if (!rule.bearerOnly && !(await apiKeys.check(Array.isArray(apikey) ? apikey[0] : apikey))) {
       throw new AppError("unauthorized", apikey ? "The apikey header is not a valid gateway API key." : "Missing gateway API key: send it in the \"apikey\" header.");
     }
     const target = (rule.target ? await rule.target() : undefined) as T;

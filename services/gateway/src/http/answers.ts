@@ -4,7 +4,8 @@
  * and body whichever route refused the request.
  */
 import type { ServerResponse } from "node:http";
-import { AppError, fromConnectError, type Logger } from "@cms/platform";
+import { fromConnectError, type Logger } from "@cms/platform";
+import { failureOutcome } from "../app/run-operation.js";
 
 /** An answer before it is written: HTTP status and JSON body (what an idempotency record keeps). */
 export interface JsonOutcome { status: number; body: string }
@@ -20,9 +21,7 @@ export function sendJson(res: ServerResponse, status: number, body: string, head
  * mapped back to its code, anything else an internal error (logged, its message not leaked).
  */
 export function errorOutcome(err: unknown, log: Logger): JsonOutcome {
-  const app = err instanceof AppError ? err : fromConnectError(err);
-  if (app.status >= 500 && app.code !== "not_implemented") log.error({ err }, "operation failed");
-  return { status: app.status, body: JSON.stringify(app.toBody()) };
+  return failureOutcome(err, log);
 }
 
 /** Answers a failure with the contract's error, or cuts the connection when bytes already went out. */

@@ -1,17 +1,16 @@
 /**
  * POST /functions/v1/thirdparty-v1: the single JSON op endpoint. In order: API key, body size,
  * JSON object, op lookup, bearer token, admin and scope checks, rate limit (the admission chain,
- * with the body and op read between the key and the token), schema validation, idempotency,
- * dispatch, and the contract's error shape for every failure.
+ * with the body and op read between the key and the token), then the operation runner (schema
+ * validation, idempotency, dispatch; app/run-operation.ts), and the contract's error shape for
+ * every failure.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { SpanStatusCode, trace } from "@opentelemetry/api";
-import { AppError, authorizeOperation, recordOp, secondsSince, sha256Hex, type Caller, type Logger } from "@cms/platform";
-import type { Dispatch } from "../app/dispatch.js";
-import { validationError, type OpEntry, type OpRegistry } from "../app/registry.js";
-import { canonicalJson } from "../domain/canonical-json.js";
+import { AppError, authorizeOperation, recordOp, secondsSince, type Logger } from "@cms/platform";
+import type { OpEntry, OpRegistry } from "../app/registry.js";
+import type { RunOperation } from "../app/run-operation.js";
 import { parseRequestBody } from "../domain/request-body.js";
-import type { IdempotencyStore } from "../store/idempotency-store.js";
 import type { Admit } from "./admission.js";
 import { errorOutcome, sendJson, type JsonOutcome } from "./answers.js";
 import { objectRefOf, type ObjectRef, type ObjectStreamer } from "./object-stream.js";
@@ -24,8 +23,8 @@ export interface OpEndpointDeps {
   log: Logger;
   registry: OpRegistry;
   admit: Admit;
-  dispatch: Dispatch;
-  idempotency: IdempotencyStore;
+  /** Schema, idempotency and dispatch of an admitted call (shared with the MCP tools). */
+  run: RunOperation;
   maxBodyBytes: number;
   /** Streams the stored object a streams_object operation (media.download) answers with. */
   streamObject?: ObjectStreamer;
@@ -34,7 +33,8 @@ export interface OpEndpointDeps {
 /** An outcome as the endpoint answers it: JSON, or the stored object of a streams_object op. */
 type Answer = JsonOutcome & { headers?: Record<string, string>; object?: ObjectRef };
 
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/** The request body, refused (413) beyond `limit` bytes or when it ends early. */
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"]);
   if (declared > limit) throw new AppError("payload_too_large", `The request body exceeds ${limit} bytes.`);
   const chunks: Buffer[] = [];
@@ -92,7 +92,7 @@ function observeOp(facts: OpFacts, outcome: JsonOutcome, started: number): void 
 
 /** The op endpoint's request handler. */
 export function createOpEndpoint(deps: OpEndpointDeps) {
-  const { registry, admit, idempotency, log } = deps;
+  const { registry, admit, log } = deps;
 
   /** The body and its operation: read between the API key and the token, so their errors come first. */
   async function requested(req: IncomingMessage, facts: OpFacts): Promise<{ body: Record<string, unknown>; op: OpEntry }> {
@@ -109,11 +109,6 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
     return { body, op };
   }
 
-  async function dispatch(op: OpEntry, fields: Record<string, unknown>, caller: Caller | undefined): Promise<Answer> {
-    const { object, ...outcome } = await deps.dispatch(op, fields, caller);
-    return object ? { ...outcome, object: objectRefOf(object) } : outcome;
-  }
-
   async function run(req: IncomingMessage, res: ServerResponse, facts: OpFacts): Promise<Answer> {
     const { caller, target: { body, op } } = await admit(req, res, {
       target: () => requested(req, facts),
@@ -122,26 +117,9 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
         return authorizeOperation(op, who);
       },
     });
-
     const { op: _op, ...fields } = body;
-    if (!op.validate(fields)) throw validationError(op, op.validate.errors![0]!);
-
-    const key = op.mutating ? fields.idempotency_key : undefined;
-    delete fields.idempotency_key;
-    if (typeof key === "string" && caller) {
-      const claim = await idempotency.claim(caller.userId, op.name, key, sha256Hex(canonicalJson(body)));
-      if (claim.kind === "replay") return { ...claim.response, headers: { "idempotent-replayed": "true" } };
-      let outcome: Answer;
-      try {
-        outcome = await dispatch(op, fields, caller);
-      } catch (err) {
-        outcome = errorOutcome(err, log);
-      }
-      if (outcome.status >= 500) await claim.release();
-      else await claim.complete(outcome);
-      return outcome;
-    }
-    return dispatch(op, fields, caller);
+    const { object, ...outcome } = await deps.run(op, fields, caller);
+    return object ? { ...outcome, object: objectRefOf(object) } : outcome;
   }
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

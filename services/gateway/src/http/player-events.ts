@@ -1,7 +1,8 @@
 /**
  * GET /player/events: the live channel an open player page subscribes to, as Server-Sent
- * Events. Authenticated by the user's bearer access token (the page sends it with fetch; it needs
- * collections:read and media:read, as ui.state.get does). The first message is the user's
+ * Events. Authenticated by the user's bearer access token or the web session's cookie (the page's
+ * EventSource sends it, withCredentials); it needs collections:read and media:read, as
+ * ui.state.get does. The first message is the user's
  * current UI state, so a page that reconnects (with or without Last-Event-ID) is never stale;
  * then every ui.state change (id: its version) and every player command (id: command-<id>).
  * A comment every 15 s keeps proxies from closing the idle stream; a page too slow to take its
@@ -13,10 +14,8 @@ import { create } from "@bufbuild/protobuf";
 import type { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { UiStateSchema } from "@cms/contracts/social/v1/resources_pb";
 import { renderObject } from "../domain/render.js";
-import { AppError, actAsKey, authorizeOperation, fromConnectError, type Logger } from "@cms/platform";
-import type { TokenResolver } from "../app/access.js";
+import { AppError, actAsKey, authorizeOperation, fromConnectError, type Caller, type Logger } from "@cms/platform";
 import type { ChannelMessage, PlayerChannel } from "../app/player-channel.js";
-import { bearerOf } from "./admission.js";
 import { errorOutcome, sendJson } from "./answers.js";
 
 export const PLAYER_EVENTS_PATH = "/player/events";
@@ -24,7 +23,8 @@ export const PLAYER_EVENTS_PATH = "/player/events";
 const MAX_BACKLOG_BYTES = 256 * 1024;
 
 export interface PlayerEventsDeps {
-  tokens: TokenResolver;
+  /** The user of a request: its bearer token, or its web session cookie (undefined when neither is live). */
+  viewerOf: (req: IncomingMessage) => Promise<Caller | undefined>;
   channel: PlayerChannel;
   social: () => Client<typeof SocialService>;
   log: Logger;
@@ -40,10 +40,12 @@ export function createPlayerEventsHandler(deps: PlayerEventsDeps) {
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       if (req.method !== "GET") throw new AppError("invalid_request", `Use GET ${PLAYER_EVENTS_PATH}.`);
-      const token = bearerOf(req.headers.authorization);
-      if (!token) throw new AppError("unauthorized", "The player channel needs \"Authorization: Bearer <access token>\".");
-      const caller = await deps.tokens.resolve(token);
-      if (!caller) throw new AppError("unauthorized", "The access token is invalid, expired or revoked.");
+      const caller = await deps.viewerOf(req);
+      if (!caller) {
+        throw new AppError("unauthorized", req.headers.authorization
+          ? "The access token is invalid, expired or revoked."
+          : "The player channel needs \"Authorization: Bearer <access token>\" or a signed-in web session.");
+      }
       authorizeOperation({ name: "the player channel", scopes: ["collections:read", "media:read"], anonymous: false, adminOnly: false }, caller);
 
       let lastVersion = -1;

@@ -42,9 +42,9 @@ export interface GatewayRoutes {
 
 const CORS = {
   "access-control-allow-origin": "*",
-  "access-control-allow-methods": "POST, GET, PUT, OPTIONS",
-  "access-control-allow-headers": "authorization, apikey, content-type, idempotency-key, range, if-none-match, if-range",
-  "access-control-expose-headers": "content-length, content-range, content-disposition, etag, accept-ranges, retry-after, x-ratelimit-limit, x-ratelimit-remaining",
+  "access-control-allow-methods": "POST, GET, PUT, DELETE, OPTIONS",
+  "access-control-allow-headers": "authorization, apikey, content-type, idempotency-key, range, if-none-match, if-range, mcp-session-id, mcp-protocol-version, last-event-id",
+  "access-control-expose-headers": "content-length, content-range, content-disposition, etag, accept-ranges, retry-after, x-ratelimit-limit, x-ratelimit-remaining, mcp-session-id, www-authenticate",
   "access-control-max-age": "86400",
 };
 
@@ -120,7 +120,7 @@ export function createGatewayServer({ log, handleOp, handleAsset, handleUpload, 
 /** The route a path belongs to, as spans and metrics name it (a bounded set of values). */
 export function routeOf(path: string, byteRoutes: ByteRoute[], pages: Array<[string, RouteHandler]> = [], sharePage?: GatewayRoutes["sharePage"]): string {
   if (path === OP_PATH) return "op";
-  if (pages.some(([p]) => p === path)) return path.split("/").filter(Boolean).join("/");
+  if (pages.some(([p]) => p === path)) return path.split("/").filter(Boolean).join("/") || "home";
   if (path.startsWith(ASSETS_PREFIX)) return "assets";
   if (UPLOAD_PREFIXES.some((p) => path.startsWith(p))) return "upload";
   const byte = byteRoutes.find(([prefix]) => path.startsWith(prefix));

@@ -1,4 +1,4 @@
-/** The gateway schema: shared rate-limit windows and idempotency records. */
+/** The gateway schema: shared rate-limit windows, idempotency records and MCP sessions. */
 import type { MigrationList } from "@cms/platform";
 
 export const gatewayMigrations: MigrationList = [
@@ -21,6 +21,18 @@ export const gatewayMigrations: MigrationList = [
         t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
         t.primary(["user_id", "op", "key"]);
         t.index(["created_at"]);
+      });
+    },
+  }],
+  ["20261201000000_mcp_sessions", {
+    async up(knex) {
+      await knex.schema.createTable("mcp_sessions", (t) => {
+        t.text("id").primary();
+        t.text("user_id").notNullable();
+        t.timestamp("created_at", { useTz: true }).notNullable();
+        t.timestamp("last_used_at", { useTz: true }).notNullable();
+        t.index(["user_id", "last_used_at"]);
+        t.index(["last_used_at"]);
       });
     },
   }],

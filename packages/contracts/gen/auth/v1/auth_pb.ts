@@ -14,7 +14,99 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file auth/v1/auth.proto.
  */
 export const file_auth_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiSAoeQ3JlYXRlU2VydmljZUNyZWRlbnRpYWxSZXF1ZXN0EiYKBG5hbWUYASABKAlCGLpIFXITEAEYPzINXlthLXowLTlfLV0rJCJDCh9DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlc3BvbnNlEgwKBG5hbWUYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCSIrChhSZXZva2VNY3BTZXNzaW9uUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoBSJFChNDcmVhdGVBcGlLZXlSZXF1ZXN0EhcKBWxhYmVsGAEgASgJQgi6SAVyAxjIARIVCgNrZXkYAiABKAlCCLpIBXIDGMgBIiYKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmFwaWtleRgBIAEoCSIuChJDaGVja0FwaUtleVJlcXVlc3QSGAoGYXBpa2V5GAEgASgJQgi6SAVyAxjIASIkChNDaGVja0FwaUtleVJlc3BvbnNlEg0KBXZhbGlkGAEgASgIIl0KBFVzZXISDwoHdXNlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIMCgRwbGFuGAMgASgJEhAKCGlzX2FkbWluGAQgASgIEhIKCmNyZWF0ZWRfYXQYBSABKAkiMwoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBIZCgV0b2tlbhgBIAEoCUIKukgHcgUQARiABCKSAQoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEhsKBHVzZXIYAiABKAsyDS5hdXRoLnYxLlVzZXISDgoGc2NvcGVzGAMgAygJEhIKCmV4cGlyZXNfYXQYBCABKAkSEAoIdG9rZW5faWQYBSABKAkSFAoMc2VydmljZV9uYW1lGAYgASgJInwKEUNyZWF0ZVVzZXJSZXF1ZXN0EioKCHVzZXJuYW1lGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQSKQoEcGxhbhgCIAEoCUIbukgYchZSBGZyZWVSBHBhaWRSCGZvdW5kaW5nEhAKCGlzX2FkbWluGAMgASgIIvsBChBNaW50VG9rZW5SZXF1ZXN0EhsKCHVzZXJuYW1lGAEgASgJQgm6SAZyBBABGD8SiQEKBnNjb3BlcxgCIAMoCUJ5ukh2kgFzInFyb1IQY29sbGVjdGlvbnM6cmVhZFIRY29sbGVjdGlvbnM6d3JpdGVSEmNvbGxlY3Rpb25zOmRlbGV0ZVIKbWVkaWE6cmVhZFILbWVkaWE6d3JpdGVSDG1lZGlhOmRlbGV0ZVINcHJvZmlsZTp3cml0ZRIhCgt0dGxfc2Vjb25kcxgDIAEoBUIMukgJGgcYgOeEDygAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYyAEiXwoRTWludFRva2VuUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEg4KBnNjb3BlcxgCIAMoCRISCgpleHBpcmVzX2F0GAMgASgJEhAKCHRva2VuX2lkGAQgASgJIi8KElJldm9rZVRva2VuUmVxdWVzdBIZCgV0b2tlbhgBIAEoCUIKukgHcgUQARiABCImChNSZXZva2VUb2tlblJlc3BvbnNlEg8KB3Jldm9rZWQYASABKAgiUwoPR2V0VXNlcnNSZXF1ZXN0EiIKCHVzZXJfaWRzGAEgAygJQhC6SA2SAQoQ9AMiBXIDsAEBEhwKCXVzZXJuYW1lcxgCIAMoCUIJukgGkgEDEPQDIjAKEEdldFVzZXJzUmVzcG9uc2USHAoFdXNlcnMYASADKAsyDS5hdXRoLnYxLlVzZXIy3QYKC0F1dGhTZXJ2aWNlEuoBChBSZXZva2VNY3BTZXNzaW9uEhcuY29tbW9uLnYxLkVtcHR5UmVxdWVzdBohLmF1dGgudjEuUmV2b2tlTWNwU2Vzc2lvblJlc3BvbnNlIpkByvMYlAEKEm1jcC5yZXZva2Vfc2Vzc2lvbiABOnxSZXZva2UgdGhlIGNhbGxlcidzIGhvc3RlZCBNQ1Agc2Vzc2lvbnMgKGV2ZXJ5IHRva2VuIG9mIHRoZSBjYWxsZXIgdGhhdCB3YXMgaXNzdWVkIHRvIGFuIE1DUCBjbGllbnQsIGFuZCB0aGUgY2FsbGluZyB0b2tlbikuElQKD0ludHJvc3BlY3RUb2tlbhIfLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBogLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVzcG9uc2USNwoKQ3JlYXRlVXNlchIaLmF1dGgudjEuQ3JlYXRlVXNlclJlcXVlc3QaDS5hdXRoLnYxLlVzZXISQgoJTWludFRva2VuEhkuYXV0aC52MS5NaW50VG9rZW5SZXF1ZXN0GhouYXV0aC52MS5NaW50VG9rZW5SZXNwb25zZRJICgtSZXZva2VUb2tlbhIbLmF1dGgudjEuUmV2b2tlVG9rZW5SZXF1ZXN0GhwuYXV0aC52MS5SZXZva2VUb2tlblJlc3BvbnNlEj8KCEdldFVzZXJzEhguYXV0aC52MS5HZXRVc2Vyc1JlcXVlc3QaGS5hdXRoLnYxLkdldFVzZXJzUmVzcG9uc2USSwoMQ3JlYXRlQXBpS2V5EhwuYXV0aC52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh0uYXV0aC52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJICgtDaGVja0FwaUtleRIbLmF1dGgudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0GhwuYXV0aC52MS5DaGVja0FwaUtleVJlc3BvbnNlEmwKF0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsEicuYXV0aC52MS5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QaKC5hdXRoLnYxLkNyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiYQoNU2lnbkluUmVxdWVzdBIaCgh1c2VybmFtZRgBIAEoCUIIukgFcgMYyAESGgoIcGFzc3dvcmQYAiABKAlCCLpIBXIDGIAIEhgKB2FkZHJlc3MYAyABKAlCB7pIBHICGGQiWAoOU2lnbkluUmVzcG9uc2USFQoNc2Vzc2lvbl90b2tlbhgBIAEoCRIbCgR1c2VyGAIgASgLMg0uYXV0aC52MS5Vc2VyEhIKCmV4cGlyZXNfYXQYAyABKAkiMwoOU2lnbk91dFJlcXVlc3QSIQoNc2Vzc2lvbl90b2tlbhgBIAEoCUIKukgHcgUQARiABCIlCg9TaWduT3V0UmVzcG9uc2USEgoKc2lnbmVkX291dBgBIAEoCCJICh5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QSJgoEbmFtZRgBIAEoCUIYukgVchMQARg/Mg1eW2EtejAtOV8tXSskIkMKH0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2USDAoEbmFtZRgBIAEoCRISCgpjcmVkZW50aWFsGAIgASgJIisKGFJldm9rZU1jcFNlc3Npb25SZXNwb25zZRIPCgdyZXZva2VkGAEgASgFIkUKE0NyZWF0ZUFwaUtleVJlcXVlc3QSFwoFbGFiZWwYASABKAlCCLpIBXIDGMgBEhUKA2tleRgCIAEoCUIIukgFcgMYyAEiJgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USDgoGYXBpa2V5GAEgASgJIi4KEkNoZWNrQXBpS2V5UmVxdWVzdBIYCgZhcGlrZXkYASABKAlCCLpIBXIDGMgBIiQKE0NoZWNrQXBpS2V5UmVzcG9uc2USDQoFdmFsaWQYASABKAgiXQoEVXNlchIPCgd1c2VyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEgwKBHBsYW4YAyABKAkSEAoIaXNfYWRtaW4YBCABKAgSEgoKY3JlYXRlZF9hdBgFIAEoCSIzChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EhkKBXRva2VuGAEgASgJQgq6SAdyBRABGIAEIqcBChdJbnRyb3NwZWN0VG9rZW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSGwoEdXNlchgCIAEoCzINLmF1dGgudjEuVXNlchIOCgZzY29wZXMYAyADKAkSEgoKZXhwaXJlc19hdBgEIAEoCRIQCgh0b2tlbl9pZBgFIAEoCRIUCgxzZXJ2aWNlX25hbWUYBiABKAkSEwoLd2ViX3Nlc3Npb24YByABKAgiqgEKEUNyZWF0ZVVzZXJSZXF1ZXN0EioKCHVzZXJuYW1lGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQSKQoEcGxhbhgCIAEoCUIbukgYchZSBGZyZWVSBHBhaWRSCGZvdW5kaW5nEhAKCGlzX2FkbWluGAMgASgIEh8KCHBhc3N3b3JkGAQgASgJQgi6SAVyAxiACEgAiAEBQgsKCV9wYXNzd29yZCL7AQoQTWludFRva2VuUmVxdWVzdBIbCgh1c2VybmFtZRgBIAEoCUIJukgGcgQQARg/EokBCgZzY29wZXMYAiADKAlCebpIdpIBcyJxcm9SEGNvbGxlY3Rpb25zOnJlYWRSEWNvbGxlY3Rpb25zOndyaXRlUhJjb2xsZWN0aW9uczpkZWxldGVSCm1lZGlhOnJlYWRSC21lZGlhOndyaXRlUgxtZWRpYTpkZWxldGVSDXByb2ZpbGU6d3JpdGUSIQoLdHRsX3NlY29uZHMYAyABKAVCDLpICRoHGIDnhA8oABIbCgljbGllbnRfaWQYBCABKAlCCLpIBXIDGMgBIl8KEU1pbnRUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRIOCgZzY29wZXMYAiADKAkSEgoKZXhwaXJlc19hdBgDIAEoCRIQCgh0b2tlbl9pZBgEIAEoCSIvChJSZXZva2VUb2tlblJlcXVlc3QSGQoFdG9rZW4YASABKAlCCrpIB3IFEAEYgAQiJgoTUmV2b2tlVG9rZW5SZXNwb25zZRIPCgdyZXZva2VkGAEgASgIIlMKD0dldFVzZXJzUmVxdWVzdBIiCgh1c2VyX2lkcxgBIAMoCUIQukgNkgEKEPQDIgVyA7ABARIcCgl1c2VybmFtZXMYAiADKAlCCbpIBpIBAxD0AyIwChBHZXRVc2Vyc1Jlc3BvbnNlEhwKBXVzZXJzGAEgAygLMg0uYXV0aC52MS5Vc2VyMtgHCgtBdXRoU2VydmljZRLsAQoQUmV2b2tlTWNwU2Vzc2lvbhIXLmNvbW1vbi52MS5FbXB0eVJlcXVlc3QaIS5hdXRoLnYxLlJldm9rZU1jcFNlc3Npb25SZXNwb25zZSKbAcrzGJYBChJtY3AucmV2b2tlX3Nlc3Npb24gATp8UmV2b2tlIHRoZSBjYWxsZXIncyBob3N0ZWQgTUNQIHNlc3Npb25zIChldmVyeSB0b2tlbiBvZiB0aGUgY2FsbGVyIHRoYXQgd2FzIGlzc3VlZCB0byBhbiBNQ1AgY2xpZW50LCBhbmQgdGhlIGNhbGxpbmcgdG9rZW4pLlABElQKD0ludHJvc3BlY3RUb2tlbhIfLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBogLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVzcG9uc2USNwoKQ3JlYXRlVXNlchIaLmF1dGgudjEuQ3JlYXRlVXNlclJlcXVlc3QaDS5hdXRoLnYxLlVzZXISQgoJTWludFRva2VuEhkuYXV0aC52MS5NaW50VG9rZW5SZXF1ZXN0GhouYXV0aC52MS5NaW50VG9rZW5SZXNwb25zZRJICgtSZXZva2VUb2tlbhIbLmF1dGgudjEuUmV2b2tlVG9rZW5SZXF1ZXN0GhwuYXV0aC52MS5SZXZva2VUb2tlblJlc3BvbnNlEj8KCEdldFVzZXJzEhguYXV0aC52MS5HZXRVc2Vyc1JlcXVlc3QaGS5hdXRoLnYxLkdldFVzZXJzUmVzcG9uc2USSwoMQ3JlYXRlQXBpS2V5EhwuYXV0aC52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh0uYXV0aC52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJICgtDaGVja0FwaUtleRIbLmF1dGgudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0GhwuYXV0aC52MS5DaGVja0FwaUtleVJlc3BvbnNlEmwKF0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsEicuYXV0aC52MS5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QaKC5hdXRoLnYxLkNyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2USOQoGU2lnbkluEhYuYXV0aC52MS5TaWduSW5SZXF1ZXN0GhcuYXV0aC52MS5TaWduSW5SZXNwb25zZRI8CgdTaWduT3V0EhcuYXV0aC52MS5TaWduT3V0UmVxdWVzdBoYLmF1dGgudjEuU2lnbk91dFJlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+
+/**
+ * @generated from message auth.v1.SignInRequest
+ */
+export type SignInRequest = Message<"auth.v1.SignInRequest"> & {
+  /**
+   * @generated from field: string username = 1;
+   */
+  username: string;
+
+  /**
+   * @generated from field: string password = 2;
+   */
+  password: string;
+
+  /**
+   * The address the attempt came from (attempts are throttled per address too).
+   *
+   * @generated from field: string address = 3;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message auth.v1.SignInRequest.
+ * Use `create(SignInRequestSchema)` to create a new message.
+ */
+export const SignInRequestSchema: GenMessage<SignInRequest> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 0);
+
+/**
+ * @generated from message auth.v1.SignInResponse
+ */
+export type SignInResponse = Message<"auth.v1.SignInResponse"> & {
+  /**
+   * The web session's token, shown once (stored hashed).
+   *
+   * @generated from field: string session_token = 1;
+   */
+  sessionToken: string;
+
+  /**
+   * @generated from field: auth.v1.User user = 2;
+   */
+  user?: User | undefined;
+
+  /**
+   * @generated from field: string expires_at = 3;
+   */
+  expiresAt: string;
+};
+
+/**
+ * Describes the message auth.v1.SignInResponse.
+ * Use `create(SignInResponseSchema)` to create a new message.
+ */
+export const SignInResponseSchema: GenMessage<SignInResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 1);
+
+/**
+ * @generated from message auth.v1.SignOutRequest
+ */
+export type SignOutRequest = Message<"auth.v1.SignOutRequest"> & {
+  /**
+   * @generated from field: string session_token = 1;
+   */
+  sessionToken: string;
+};
+
+/**
+ * Describes the message auth.v1.SignOutRequest.
+ * Use `create(SignOutRequestSchema)` to create a new message.
+ */
+export const SignOutRequestSchema: GenMessage<SignOutRequest> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 2);
+
+/**
+ * @generated from message auth.v1.SignOutResponse
+ */
+export type SignOutResponse = Message<"auth.v1.SignOutResponse"> & {
+  /**
+   * @generated from field: bool signed_out = 1;
+   */
+  signedOut: boolean;
+};
+
+/**
+ * Describes the message auth.v1.SignOutResponse.
+ * Use `create(SignOutResponseSchema)` to create a new message.
+ */
+export const SignOutResponseSchema: GenMessage<SignOutResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 3);
 
 /**
  * @generated from message auth.v1.CreateServiceCredentialRequest
@@ -33,7 +125,7 @@ export type CreateServiceCredentialRequest = Message<"auth.v1.CreateServiceCrede
  * Use `create(CreateServiceCredentialRequestSchema)` to create a new message.
  */
 export const CreateServiceCredentialRequestSchema: GenMessage<CreateServiceCredentialRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 0);
+  messageDesc(file_auth_v1_auth, 4);
 
 /**
  * @generated from message auth.v1.CreateServiceCredentialResponse
@@ -57,7 +149,7 @@ export type CreateServiceCredentialResponse = Message<"auth.v1.CreateServiceCred
  * Use `create(CreateServiceCredentialResponseSchema)` to create a new message.
  */
 export const CreateServiceCredentialResponseSchema: GenMessage<CreateServiceCredentialResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 1);
+  messageDesc(file_auth_v1_auth, 5);
 
 /**
  * mcp.revoke_session.
@@ -78,7 +170,7 @@ export type RevokeMcpSessionResponse = Message<"auth.v1.RevokeMcpSessionResponse
  * Use `create(RevokeMcpSessionResponseSchema)` to create a new message.
  */
 export const RevokeMcpSessionResponseSchema: GenMessage<RevokeMcpSessionResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 2);
+  messageDesc(file_auth_v1_auth, 6);
 
 /**
  * @generated from message auth.v1.CreateApiKeyRequest
@@ -102,7 +194,7 @@ export type CreateApiKeyRequest = Message<"auth.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 3);
+  messageDesc(file_auth_v1_auth, 7);
 
 /**
  * @generated from message auth.v1.CreateApiKeyResponse
@@ -119,7 +211,7 @@ export type CreateApiKeyResponse = Message<"auth.v1.CreateApiKeyResponse"> & {
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 4);
+  messageDesc(file_auth_v1_auth, 8);
 
 /**
  * @generated from message auth.v1.CheckApiKeyRequest
@@ -136,7 +228,7 @@ export type CheckApiKeyRequest = Message<"auth.v1.CheckApiKeyRequest"> & {
  * Use `create(CheckApiKeyRequestSchema)` to create a new message.
  */
 export const CheckApiKeyRequestSchema: GenMessage<CheckApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 5);
+  messageDesc(file_auth_v1_auth, 9);
 
 /**
  * @generated from message auth.v1.CheckApiKeyResponse
@@ -153,7 +245,7 @@ export type CheckApiKeyResponse = Message<"auth.v1.CheckApiKeyResponse"> & {
  * Use `create(CheckApiKeyResponseSchema)` to create a new message.
  */
 export const CheckApiKeyResponseSchema: GenMessage<CheckApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 6);
+  messageDesc(file_auth_v1_auth, 10);
 
 /**
  * @generated from message auth.v1.User
@@ -192,7 +284,7 @@ export type User = Message<"auth.v1.User"> & {
  * Use `create(UserSchema)` to create a new message.
  */
 export const UserSchema: GenMessage<User> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 7);
+  messageDesc(file_auth_v1_auth, 11);
 
 /**
  * @generated from message auth.v1.IntrospectTokenRequest
@@ -209,7 +301,7 @@ export type IntrospectTokenRequest = Message<"auth.v1.IntrospectTokenRequest"> &
  * Use `create(IntrospectTokenRequestSchema)` to create a new message.
  */
 export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 8);
+  messageDesc(file_auth_v1_auth, 12);
 
 /**
  * @generated from message auth.v1.IntrospectTokenResponse
@@ -248,6 +340,13 @@ export type IntrospectTokenResponse = Message<"auth.v1.IntrospectTokenResponse">
    * @generated from field: string service_name = 6;
    */
   serviceName: string;
+
+  /**
+   * Set when the token is a first-party web session (it acts as the user with every scope).
+   *
+   * @generated from field: bool web_session = 7;
+   */
+  webSession: boolean;
 };
 
 /**
@@ -255,7 +354,7 @@ export type IntrospectTokenResponse = Message<"auth.v1.IntrospectTokenResponse">
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 9);
+  messageDesc(file_auth_v1_auth, 13);
 
 /**
  * @generated from message auth.v1.CreateUserRequest
@@ -275,6 +374,13 @@ export type CreateUserRequest = Message<"auth.v1.CreateUserRequest"> & {
    * @generated from field: bool is_admin = 3;
    */
   isAdmin: boolean;
+
+  /**
+   * A password to sign in with on the web pages; unset: none (the user signs in once one is set).
+   *
+   * @generated from field: optional string password = 4;
+   */
+  password?: string | undefined;
 };
 
 /**
@@ -282,7 +388,7 @@ export type CreateUserRequest = Message<"auth.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 10);
+  messageDesc(file_auth_v1_auth, 14);
 
 /**
  * @generated from message auth.v1.MintTokenRequest
@@ -318,7 +424,7 @@ export type MintTokenRequest = Message<"auth.v1.MintTokenRequest"> & {
  * Use `create(MintTokenRequestSchema)` to create a new message.
  */
 export const MintTokenRequestSchema: GenMessage<MintTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 11);
+  messageDesc(file_auth_v1_auth, 15);
 
 /**
  * @generated from message auth.v1.MintTokenResponse
@@ -350,7 +456,7 @@ export type MintTokenResponse = Message<"auth.v1.MintTokenResponse"> & {
  * Use `create(MintTokenResponseSchema)` to create a new message.
  */
 export const MintTokenResponseSchema: GenMessage<MintTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 12);
+  messageDesc(file_auth_v1_auth, 16);
 
 /**
  * @generated from message auth.v1.RevokeTokenRequest
@@ -367,7 +473,7 @@ export type RevokeTokenRequest = Message<"auth.v1.RevokeTokenRequest"> & {
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 13);
+  messageDesc(file_auth_v1_auth, 17);
 
 /**
  * @generated from message auth.v1.RevokeTokenResponse
@@ -384,7 +490,7 @@ export type RevokeTokenResponse = Message<"auth.v1.RevokeTokenResponse"> & {
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 14);
+  messageDesc(file_auth_v1_auth, 18);
 
 /**
  * @generated from message auth.v1.GetUsersRequest
@@ -406,7 +512,7 @@ export type GetUsersRequest = Message<"auth.v1.GetUsersRequest"> & {
  * Use `create(GetUsersRequestSchema)` to create a new message.
  */
 export const GetUsersRequestSchema: GenMessage<GetUsersRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 15);
+  messageDesc(file_auth_v1_auth, 19);
 
 /**
  * @generated from message auth.v1.GetUsersResponse
@@ -423,7 +529,7 @@ export type GetUsersResponse = Message<"auth.v1.GetUsersResponse"> & {
  * Use `create(GetUsersResponseSchema)` to create a new message.
  */
 export const GetUsersResponseSchema: GenMessage<GetUsersResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 16);
+  messageDesc(file_auth_v1_auth, 20);
 
 /**
  * AuthService owns users, opaque access tokens (stored hashed) and their scopes. The gateway
@@ -506,6 +612,26 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof CreateServiceCredentialRequestSchema;
     output: typeof CreateServiceCredentialResponseSchema;
+  },
+  /**
+   * First-party web sessions (the gateway's sign-in page keeps the token in a cookie). A wrong
+   * username or password is unauthorized with one generic sentence; too many attempts for the
+   * account or the address are rate_limited. IntrospectToken resolves a session token too.
+   *
+   * @generated from rpc auth.v1.AuthService.SignIn
+   */
+  signIn: {
+    methodKind: "unary";
+    input: typeof SignInRequestSchema;
+    output: typeof SignInResponseSchema;
+  },
+  /**
+   * @generated from rpc auth.v1.AuthService.SignOut
+   */
+  signOut: {
+    methodKind: "unary";
+    input: typeof SignOutRequestSchema;
+    output: typeof SignOutResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_auth_v1_auth, 0);

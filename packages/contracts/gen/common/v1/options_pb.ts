@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file common/v1/options.proto.
  */
 export const file_common_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Chdjb21tb24vdjEvb3B0aW9ucy5wcm90bxIJY29tbW9uLnYxIsQBCglPcGVyYXRpb24SDAoEbmFtZRgBIAEoCRIOCgZzY29wZXMYAiADKAkSGgoSY29uZGl0aW9uYWxfc2NvcGVzGAMgAygJEhAKCG11dGF0aW5nGAQgASgIEhEKCWFub255bW91cxgFIAEoCBISCgphZG1pbl9vbmx5GAYgASgIEg8KB3N1bW1hcnkYByABKAkSGwoTZGVwcmVjYXRlZF9hbGlhc19vZhgIIAEoCRIWCg5zdHJlYW1zX29iamVjdBgJIAEoCCKMAQoFRmllbGQSEwoLanNvbl9zY2hlbWEYASABKAkSFAoMZGVmYXVsdF9qc29uGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhAKCG51bGxhYmxlGAQgASgIEhAKCGpzb25fa2V5GAUgASgJEg4KBmlubGluZRgGIAEoCBIPCgdzZWxlY3RzGAcgASgJOkYKAm9wEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuY4DIAEoCzIULmNvbW1vbi52MS5PcGVyYXRpb25SAm9wOkcKBWZpZWxkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi6jgMgASgLMhAuY29tbW9uLnYxLkZpZWxkUgVmaWVsZGIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("Chdjb21tb24vdjEvb3B0aW9ucy5wcm90bxIJY29tbW9uLnYxIu0BCglPcGVyYXRpb24SDAoEbmFtZRgBIAEoCRIOCgZzY29wZXMYAiADKAkSGgoSY29uZGl0aW9uYWxfc2NvcGVzGAMgAygJEhAKCG11dGF0aW5nGAQgASgIEhEKCWFub255bW91cxgFIAEoCBISCgphZG1pbl9vbmx5GAYgASgIEg8KB3N1bW1hcnkYByABKAkSGwoTZGVwcmVjYXRlZF9hbGlhc19vZhgIIAEoCRIWCg5zdHJlYW1zX29iamVjdBgJIAEoCBITCgtkZXN0cnVjdGl2ZRgKIAEoCBISCgpvcGVuX3dvcmxkGAsgASgIIowBCgVGaWVsZBITCgtqc29uX3NjaGVtYRgBIAEoCRIUCgxkZWZhdWx0X2pzb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSEAoIbnVsbGFibGUYBCABKAgSEAoIanNvbl9rZXkYBSABKAkSDgoGaW5saW5lGAYgASgIEg8KB3NlbGVjdHMYByABKAk6RgoCb3ASHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgLMhQuY29tbW9uLnYxLk9wZXJhdGlvblICb3A6RwoFZmllbGQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLqOAyABKAsyEC5jb21tb24udjEuRmllbGRSBWZpZWxkYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * Operation marks an RPC as the implementation of one public operation.
@@ -90,6 +90,23 @@ export type Operation = Message<"common.v1.Operation"> & {
    * @generated from field: bool streams_object = 9;
    */
   streamsObject: boolean;
+
+  /**
+   * The operation removes data or overwrites it beyond recovery (a delete, a revoke, a replaced
+   * file or signing secret). The MCP tool's destructiveHint; an update whose old value the
+   * caller can set again is not destructive.
+   *
+   * @generated from field: bool destructive = 10;
+   */
+  destructive: boolean;
+
+  /**
+   * The operation reaches outside this service: it fetches a URL the caller gives (a cover, a
+   * media source, a thumbnail) or delivers to one (a webhook). The MCP tool's openWorldHint.
+   *
+   * @generated from field: bool open_world = 11;
+   */
+  openWorld: boolean;
 };
 
 /**

@@ -1,24 +1,33 @@
 /**
- * The auth service's operations as plain functions over the store, shared by the RPC handlers
+ * The auth service's use cases over its store port, shared by the RPC handlers
  * and the admin CLI.
  */
 import { AppError, isUniqueViolation } from "@cms/platform";
-import type { AuthStore, UserRow } from "./store/auth-store.js";
-import { DEFAULT_TOKEN_TTL_SECONDS, SERVICE_CREDENTIAL_PREFIX, hashSecret, isTokenActive, newAccessToken, newApiKey, newServiceCredential, PLANS, type Plan, parseScopes } from "./domain/tokens.js";
+import type { AuthStore, UserRow } from "../store/auth-store.js";
+import { hashPassword, passwordProblem } from "../domain/passwords.js";
+import { DEFAULT_TOKEN_TTL_SECONDS, SERVICE_CREDENTIAL_PREFIX, hashSecret, isTokenActive, newAccessToken, newApiKey, newServiceCredential, PLANS, type Plan, parseScopes } from "../domain/tokens.js";
 
 export const USERNAME_PATTERN = /^[a-z0-9_-]{1,63}$/;
 
 export function createAuth(store: AuthStore) {
   return {
-    async createUser(username: string, plan: string, isAdmin: boolean): Promise<UserRow> {
+    /** A new user; with a password, one that can sign in on the web pages. */
+    async createUser(username: string, plan: string, isAdmin: boolean, password?: string): Promise<UserRow> {
       if (!USERNAME_PATTERN.test(username)) throw new AppError("invalid_request", "username must be 1 to 63 characters of a-z, 0-9, _ and -.", { field: "username" });
       if (!(PLANS as readonly string[]).includes(plan)) throw new AppError("invalid_request", `plan must be one of ${PLANS.join(", ")}.`, { field: "plan" });
+      const passwordHash = password === undefined ? undefined : await newPasswordHash(password);
       try {
-        return await store.createUser({ username, plan: plan as Plan, isAdmin });
+        return await store.createUser({ username, plan: plan as Plan, isAdmin, passwordHash });
       } catch (err) {
         if (isUniqueViolation(err)) throw new AppError("conflict", `A user named "${username}" already exists.`, { field: "username" });
         throw err;
       }
+    },
+
+    /** Sets or replaces a user's password (admin CLI `user password`). */
+    async setPassword(username: string, password: string): Promise<void> {
+      const hash = await newPasswordHash(password);
+      if (!(await store.setPasswordHash(username, hash))) throw new AppError("not_found", `No user named "${username}".`);
     },
 
     async mintToken(username: string, scopes: string[] | undefined, opts: { ttlSeconds?: number; clientId?: string } = {}) {
@@ -66,6 +75,13 @@ export function createAuth(store: AuthStore) {
       return apikey ? store.apiKeyExists(hashSecret(apikey)) : false;
     },
   };
+}
+
+/** The hash of an acceptable new password; an unacceptable one is refused naming the rule. */
+async function newPasswordHash(password: string): Promise<string> {
+  const problem = passwordProblem(password);
+  if (problem) throw new AppError("invalid_request", problem, { field: "password" });
+  return hashPassword(password);
 }
 
 export type Auth = ReturnType<typeof createAuth>;

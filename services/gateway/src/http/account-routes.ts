@@ -1,0 +1,186 @@
+/**
+ * The first-party pages at APP_URL: `GET /` (the sign-in form, or who is signed in; with
+ * `?oauth=1` the OAuth authorization page, authorize-page.ts), `POST /signin` (username and
+ * password; a web session cookie on success, one generic sentence on failure, 429 when the
+ * auth service throttles the account or address) and `POST /signout`. Every form carries a CSRF
+ * token bound to the browser's cookies; a form without a fitting one changes nothing.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Client } from "@connectrpc/connect";
+import type { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { AppError, fromConnectError, type Logger } from "@cms/platform";
+import type { TokenResolver } from "../app/access.js";
+import { renderHome, renderProblem, renderSignIn } from "../domain/account-pages.js";
+import { csrfToken, csrfValid } from "../domain/csrf.js";
+import { appendCookie, cookieHeader, cookieNames, cookiesOf, presessionOf, signedIn, type CookieNames } from "./web-session.js";
+
+export const HOME_PATH = "/";
+export const SIGN_IN_PATH = "/signin";
+export const SIGN_OUT_PATH = "/signout";
+
+/** Form bodies are small: a username, a password, a token or two. */
+const MAX_FORM_BYTES = 16 * 1024;
+
+export interface AccountDeps {
+  auth: () => Client<typeof AuthService>;
+  tokens: TokenResolver;
+  /** Signs the CSRF tokens (GRANT_SECRET, or the one kept under DATA_DIR). */
+  secret: string;
+  /** APP_URL (read at each request: with PORT=0 it is known only once listening). */
+  appUrl: () => string;
+  assetVersion: string;
+  log: Logger;
+  /** The OAuth authorization page, for `/?oauth=1` (GET shows it, POST takes the consent decision). */
+  authorize?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+}
+
+/** Headers of every page: never cached, never framed, no script, forms posting where `formAction` allows. */
+export function sendPage(res: ServerResponse, status: number, html: string, opts: { formAction?: string[]; headers?: Record<string, string> } = {}): void {
+  const policy = [
+    "default-src 'none'", "style-src 'self'", "img-src 'self' data:", `form-action 'self'${(opts.formAction ?? []).map((s) => ` ${s}`).join("")}`,
+    "frame-ancestors 'none'", "base-uri 'none'",
+  ].join("; ");
+  res.writeHead(status, {
+    "content-type": "text/html; charset=utf-8",
+    "content-length": Buffer.byteLength(html),
+    "cache-control": "no-store",
+    "content-security-policy": policy,
+    "referrer-policy": "no-referrer",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    ...opts.headers,
+  });
+  res.end(html);
+}
+
+/** A 303 to a URL (after a form, the browser GETs it). */
+export function seeOther(res: ServerResponse, location: string): void {
+  res.writeHead(303, { location, "cache-control": "no-store", "content-length": 0 });
+  res.end();
+}
+
+/** A posted form (application/x-www-form-urlencoded, at most 16 KB). */
+export async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
+  const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type !== "application/x-www-form-urlencoded") throw new AppError("invalid_request", "Forms are posted as application/x-www-form-urlencoded.");
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_FORM_BYTES) throw new AppError("payload_too_large", "This form is larger than a sign-in form can be.");
+    chunks.push(chunk as Buffer);
+  }
+  return new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
+}
+
+/** A local path to go back to after a form (`/...`, never another origin: `//host` or `/\host`). */
+export function localPath(value: string | null | undefined): string {
+  if (!value || !value.startsWith("/") || value.startsWith("//") || value.startsWith("/\\") || /[\u0000-\u001f]/.test(value)) return HOME_PATH;
+  return value;
+}
+
+export function createAccountRoutes(deps: AccountDeps) {
+  const names = (): CookieNames => cookieNames(deps.appUrl());
+
+  function signInPage(req: IncomingMessage, res: ServerResponse, status: number, opts: { returnTo: string; username?: string; error?: string; clientName?: string; headers?: Record<string, string> }): void {
+    const csrf = csrfToken(deps.secret, { presession: presessionOf(req, res, names()) });
+    sendPage(res, status, renderSignIn({ assetVersion: deps.assetVersion, action: SIGN_IN_PATH, csrf, ...opts }), { headers: opts.headers });
+  }
+
+  async function home(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      sendPage(res, 405, renderProblem({ assetVersion: deps.assetVersion, title: "Not here", message: "This page only shows; forms post elsewhere." }), { headers: { allow: "GET, HEAD" } });
+      return;
+    }
+    const session = await signedIn(req, names(), deps.tokens);
+    if (!session) { signInPage(req, res, 200, { returnTo: HOME_PATH }); return; }
+    const csrf = csrfToken(deps.secret, { session: session.token });
+    sendPage(res, 200, renderHome({ assetVersion: deps.assetVersion, username: session.caller.username, signOutAction: SIGN_OUT_PATH, csrf }));
+  }
+
+  async function signIn(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const form = await readForm(req);
+    const returnTo = localPath(form.get("return_to"));
+    const username = (form.get("username") ?? "").trim().toLowerCase();
+    const password = form.get("password") ?? "";
+    const presession = cookiesOf(req)[names().presession];
+    if (!presession || !csrfValid(deps.secret, { presession }, form.get("csrf"))) {
+      signInPage(req, res, 403, { returnTo, username, error: "This form expired. Please sign in again." });
+      return;
+    }
+    if (!username || !password) {
+      signInPage(req, res, 400, { returnTo, username, error: "Enter your username and password." });
+      return;
+    }
+    let out;
+    try {
+      out = await deps.auth().signIn({ username, password, address: req.socket.remoteAddress ?? "" });
+    } catch (err) {
+      const app = fromConnectError(err);
+      if (app.code === "unauthorized") { signInPage(req, res, 401, { returnTo, username, error: app.detail }); return; }
+      if (app.code === "rate_limited") {
+        signInPage(req, res, 429, { returnTo, username, error: app.detail, headers: { "retry-after": String(app.extra.retry_after_seconds ?? 60) } });
+        return;
+      }
+      if (app.code === "invalid_request") { signInPage(req, res, 400, { returnTo, username, error: "The username or password is incorrect." }); return; }
+      deps.log.error({ err }, "sign-in failed");
+      signInPage(req, res, 503, { returnTo, username, error: "Signing in is not possible right now. Please try again in a moment." });
+      return;
+    }
+    const maxAge = Math.max(0, Math.floor((Date.parse(out.expiresAt) - Date.now()) / 1000));
+    appendCookie(res, cookieHeader(names(), names().session, out.sessionToken, maxAge));
+    seeOther(res, returnTo);
+  }
+
+  async function signOut(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const form = await readForm(req);
+    const returnTo = localPath(form.get("return_to"));
+    const session = await signedIn(req, names(), deps.tokens);
+    if (session) {
+      if (!csrfValid(deps.secret, { session: session.token }, form.get("csrf"))) {
+        sendPage(res, 403, renderProblem({ assetVersion: deps.assetVersion, title: "Please try again", message: "This form expired. Go back, reload the page and sign out again." }));
+        return;
+      }
+      await deps.auth().signOut({ sessionToken: session.token }).catch((err) => { throw fromConnectError(err); });
+    }
+    appendCookie(res, cookieHeader(names(), names().session, "", 0));
+    seeOther(res, returnTo);
+  }
+
+  /** Runs a page handler; a refused form (too large, wrong type) answers a page, not JSON. */
+  const guard = (fn: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => async (req: IncomingMessage, res: ServerResponse) => {
+    try {
+      await fn(req, res);
+    } catch (err) {
+      if (res.headersSent) { res.destroy(); return; }
+      const app = fromConnectError(err);
+      if (app.status >= 500) deps.log.error({ err }, "account page failed");
+      sendPage(res, app.status, renderProblem({ assetVersion: deps.assetVersion, title: app.status >= 500 ? "Something went wrong" : "That did not work", message: app.status >= 500 ? "Please try again in a moment." : app.detail }));
+    }
+  };
+
+  const post = (fn: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => async (req: IncomingMessage, res: ServerResponse) => {
+    if (req.method !== "POST") {
+      sendPage(res, 405, renderProblem({ assetVersion: deps.assetVersion, title: "Not here", message: "Use the form on the sign-in page." }), { headers: { allow: "POST" } });
+      return;
+    }
+    await fn(req, res);
+  };
+
+  return {
+    /** Exact paths and their handlers, for the server's page table. */
+    pages: [
+      [HOME_PATH, guard(async (req, res) => {
+        const oauth = new URL(req.url ?? "/", "http://x").searchParams.get("oauth");
+        if (oauth === "1" && deps.authorize) await deps.authorize(req, res);
+        else await home(req, res);
+      })],
+      [SIGN_IN_PATH, guard(post(signIn))],
+      [SIGN_OUT_PATH, guard(post(signOut))],
+    ] as Array<[string, (req: IncomingMessage, res: ServerResponse) => Promise<void>]>,
+    signInPage,
+    names,
+  };
+}
+
+export type AccountRoutes = ReturnType<typeof createAccountRoutes>;
