@@ -4,14 +4,14 @@
  * caller as ConnectErrors with their code, or as a cancellation once the caller's signal aborted.
  */
 import test from "ava";
-import { Code, ConnectError, createClient, createRouterTransport, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, createRouterTransport, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { createDirectTransport } from "../src/direct-transport.ts";
 
 function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | undefined; header: Headers }) => Promise<boolean>, order: string[] = []) {
   const tag = (name: string): Interceptor => (next) => async (req) => { order.push(name); return next(name === "client-2" ? { ...req } : req); };
   const routes = (r: import("@connectrpc/connect").ConnectRouter) => r.service(AuthService, {
-    async checkApiKey(req, ctx) { order.push("handler"); return { valid: await handler(req.apikey, { timeoutMs: ctx.timeoutMs, header: ctx.requestHeader }) }; },
+    async checkApiKey(req: { apikey: string }, ctx: HandlerContext) { order.push("handler"); return { valid: await handler(req.apikey, { timeoutMs: ctx.timeoutMs, header: ctx.requestHeader }) }; },
   } as never);
   return createDirectTransport({
     routes, clientInterceptors: [tag("client-1"), tag("client-2")], serverInterceptors: [tag("server-1")],
