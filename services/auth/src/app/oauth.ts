@@ -247,15 +247,20 @@ export function createOAuth(deps: OAuthDeps) {
     },
 
     /**
-     * Ends the user's MCP sessions: every live grant whose tokens are bound to the MCP endpoint
-     * or were issued to the bundled MCP client, with their access and refresh tokens. How many
-     * grants were revoked, and their access tokens' hashes.
+     * mcp.revoke_session: ends the user's MCP sessions, in one unit of work. Every live grant
+     * whose tokens are bound to the MCP endpoint or were issued to the bundled MCP client, with
+     * its access and refresh tokens; then the tokens issued to MCP clients outside grants, and
+     * the calling token. How many grants and tokens were revoked (each announced).
      */
-    async revokeMcpGrants(userId: string): Promise<{ grants: number; tokenHashes: string[] }> {
-      return deps.uow(async (s) => {
+    async revokeMcpSession(userId: string, currentTokenId: string): Promise<{ revoked: number }> {
+      const out = await deps.uow(async (s) => {
         const ids = await s.liveGrantsOf(userId, { audiences: [deps.resources().mcp], clientIds: [MCP_CLIENT_ID] });
-        return { grants: ids.length, tokenHashes: await s.revokeGrants(ids, "mcp.revoke_session") };
+        const ofGrants = await s.revokeGrants(ids, "mcp.revoke_session");
+        const others = await s.revokeMcpTokens(userId, currentTokenId);
+        return { revoked: ids.length + others.length, hashes: [...ofGrants, ...others] };
       });
+      announce(out.hashes);
+      return { revoked: out.revoked };
     },
   };
 }
