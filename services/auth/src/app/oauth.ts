@@ -181,13 +181,21 @@ export function createOAuth(deps: OAuthDeps) {
       if (grant.revoked_at) return invalid;
       // Rotation: a refresh token is good once. Presented again (by a thief or by the client
       // whose token was stolen), the whole family is revoked (RFC 9700 4.14.2).
-      const taken = row.used_at ? undefined : await s.takeRefreshToken(tokenHash);
-      if (!taken) return { error: new OAuthError("invalid_grant", "The refresh token was already used; every token of this grant is revoked."), revoked: await s.revokeGrants([grant.id], "refresh token reused") };
-      if (taken.expires_at.getTime() <= at.getTime()) return invalid;
+      const reused = async (): Promise<Outcome> => ({
+        error: new OAuthError("invalid_grant", "The refresh token was already used; every token of this grant is revoked."),
+        revoked: await s.revokeGrants([grant.id], "refresh token reused"),
+      });
+      if (row.used_at) return reused();
+      if (row.expires_at.getTime() <= at.getTime()) return invalid;
+      // The request is checked before the token is used up: a refused refresh (a scope or
+      // resource the grant does not cover) leaves it good, so that the client's corrected retry
+      // is not taken for a replay that revokes the family.
       const scopes = narrowedScopes(req.scope, grant.scopes);
       if (req.resources.length && audienceOf(req.resources, list(deps.resources())) !== grant.audience) {
         return { error: new OAuthError("invalid_target", "resource differs from the grant's."), revoked: [] };
       }
+      // Used up by a concurrent request since it was read: a replay all the same.
+      if (!(await s.takeRefreshToken(tokenHash))) return reused();
       return { tokens: await issue(s, { id: grant.id, userId: grant.user_id, clientId: grant.client_id, audience: grant.audience }, scopes, at), revoked: [] };
     });
   }
