@@ -3,9 +3,11 @@
  * the auth store and the OAuth store over one state (the tables they share, as in the auth
  * schema), with the SQL adapters' rules — unique keys, what an update touches (only live rows
  * are revoked, only unused codes and refresh tokens are taken), the database clock for stamps —
- * and a unit of work that works on a copy and commits it only when its work returns. The clock
- * is the test's: it moves only when a test moves it.
+ * and a unit of work that works on a copy and commits it only when its work returns (units run
+ * one at a time; a write outside them while one is open is refused, as the copy would lose it).
+ * The clock is the test's: it moves only when a test moves it.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import type { EventWriter, UnitOfWork } from "@cms/platform";
 import { createAuth } from "../src/app/auth.js";
@@ -244,8 +246,6 @@ export interface Harness {
   advance(ms: number): void;
   /** Token hashes announced as revoked, in order. */
   announced: string[];
-  /** Units of work that committed, and those that were rolled back. */
-  units: { committed: number; rolledBack: number };
 }
 
 /** The three use-case objects over the fakes, wired as module.ts wires them. */
@@ -253,33 +253,46 @@ export function harness(opts: { throttle?: ThrottlePolicy } = {}): Harness {
   let state = emptyState();
   const clock = { now: new Date("2026-06-01T12:00:00Z") };
   const now = () => new Date(clock.now);
-  const units = { committed: 0, rolledBack: 0 };
-  let inside = false;
-  const uow: UnitOfWork<OAuthStore> = async (work) => {
-    if (inside) throw new Error("nested unit of work");
-    const draft = clone(state);
-    const events: EventWriter = { async emit() { throw new Error("the auth service writes no outbox events"); } };
-    inside = true;
-    try {
-      const out = await work(fakeOAuthStore(() => draft, now), events);
-      state = draft;
-      units.committed++;
-      return out;
-    } catch (err) {
-      units.rolledBack++;
-      throw err;
-    } finally {
-      inside = false;
-    }
+  // Units run one at a time (as transactions on the same rows would), each on a copy of the state.
+  const insideUnit = new AsyncLocalStorage<true>();
+  let open = false;
+  let queue: Promise<unknown> = Promise.resolve();
+  const uow: UnitOfWork<OAuthStore> = (work) => {
+    if (insideUnit.getStore()) throw new Error("nested unit of work");
+    const run = queue.then(() => insideUnit.run(true, async () => {
+      const draft = clone(state);
+      const events: EventWriter = { async emit() { throw new Error("the auth service writes no outbox events"); } };
+      open = true;
+      try {
+        const out = await work(fakeOAuthStore(() => draft, now), events);
+        state = draft;
+        return out;
+      } finally {
+        open = false;
+      }
+    }));
+    queue = run.catch(() => {});
+    return run;
   };
-  const store = fakeAuthStore(() => state, now);
+  // A write outside a unit while one is open would be lost when the unit commits its copy.
+  const outsideUnits = <S extends object>(store: S): S => new Proxy(store, {
+    get: (target, k: string) => {
+      const method = (target as Record<string, unknown>)[k] as (...args: unknown[]) => unknown;
+      if (!/^(insert|create|set|revoke|record|forget|clear|add|take|purge)/.test(k)) return method;
+      return (...args: unknown[]) => {
+        if (open) throw new Error(`${k} outside the open unit of work: the fake cannot keep both`);
+        return method(...args);
+      };
+    },
+  });
+  const store = outsideUnits(fakeAuthStore(() => state, now));
   const sessions = createWebSessions(store, { now, scrypt: FAST_SCRYPT, throttle: opts.throttle });
   const announced: string[] = [];
   const oauth = createOAuth({
-    store: fakeOAuthStore(() => state, now), uow, sessions, resources: () => RESOURCES, revoked: (hashes) => { announced.push(...hashes); }, now,
+    store: outsideUnits(fakeOAuthStore(() => state, now)), uow, sessions, resources: () => RESOURCES, revoked: (hashes) => { announced.push(...hashes); }, now,
   });
   return {
-    auth: createAuth(store, { now, scrypt: FAST_SCRYPT }), sessions, oauth, state: () => state, clock, announced, units,
+    auth: createAuth(store, { now, scrypt: FAST_SCRYPT }), sessions, oauth, state: () => state, clock, announced,
     advance(ms) { clock.now = new Date(clock.now.getTime() + ms); },
   };
 }
