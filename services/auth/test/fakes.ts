@@ -48,12 +48,27 @@ function uniqueViolation(key: string): Error {
   return Object.assign(new Error(`duplicate key value violates unique constraint (${key})`), { code: "23505" });
 }
 
-function unique<T>(rows: T[], row: T, key: keyof T): void {
+/** INSERT into a table whose `key` is unique. */
+function insert<T>(rows: T[], row: T, key: keyof T): void {
   if (rows.some((r) => r[key] === row[key])) throw uniqueViolation(String(key));
+  rows.push(row);
+}
+
+/** UPDATE ... SET field = now() WHERE <match> AND field IS NULL RETURNING *: a copy of the row it changed. */
+function stamp<T extends object>(rows: T[], match: (r: T) => boolean, field: keyof T, at: Date): T | undefined {
+  const row = rows.find((r) => match(r) && r[field] === null);
+  if (row) row[field] = at as T[keyof T];
+  return clone(row);
 }
 
 const clone = <T>(v: T): T => structuredClone(v);
-const plainUser = ({ password_hash: _, ...u }: State["users"][number]): UserRow => clone(u);
+/** A copy of a row without a column the adapter does not select. */
+function without<T extends object, K extends keyof T>(row: T, key: K): Omit<T, K> {
+  const out = clone(row);
+  delete out[key];
+  return out;
+}
+const plainUser = (u: State["users"][number]): UserRow => without(u, "password_hash");
 
 /** The auth store over the current state; `now` is the database's clock (now()). */
 export function fakeAuthStore(st: () => State, now: () => Date): AuthStore {
@@ -61,8 +76,7 @@ export function fakeAuthStore(st: () => State, now: () => Date): AuthStore {
   return {
     async createUser(u) {
       const row = { id: randomUUID(), username: u.username, plan: u.plan, is_admin: u.isAdmin, created_at: now(), password_hash: u.passwordHash ?? null };
-      unique(st().users, row, "username");
-      st().users.push(row);
+      insert(st().users, row, "username");
       return plainUser(row);
     },
     async userByUsername(username) {
@@ -76,19 +90,14 @@ export function fakeAuthStore(st: () => State, now: () => Date): AuthStore {
         id: randomUUID(), token_hash: t.tokenHash, user_id: t.userId, scopes: [...t.scopes], client_id: t.clientId, expires_at: t.expiresAt,
         revoked_at: null, audience: "", grant_id: null,
       };
-      unique(st().tokens, row, "token_hash");
-      st().tokens.push(row);
+      insert(st().tokens, row, "token_hash");
       return clone(row);
     },
     async tokenWithUser(tokenHash) {
       const row = st().tokens.find((t) => t.token_hash === tokenHash);
       return row && { ...clone(row), user: plainUser(userOf(row.user_id)) };
     },
-    async revokeToken(tokenHash) {
-      const row = st().tokens.find((t) => t.token_hash === tokenHash && t.revoked_at === null);
-      if (row) row.revoked_at = now();
-      return Boolean(row);
-    },
+    async revokeToken(tokenHash) { return Boolean(stamp(st().tokens, (t) => t.token_hash === tokenHash, "revoked_at", now())); },
     async setPasswordHash(username, hash) {
       const u = st().users.find((r) => r.username === username);
       if (u) u.password_hash = hash;
@@ -114,28 +123,18 @@ export function fakeAuthStore(st: () => State, now: () => Date): AuthStore {
     async clearSignInAttempts(key) { st().attempts = st().attempts.filter((a) => a.key !== key); },
     async insertWebSession(w) {
       const row = { id: randomUUID(), token_hash: w.tokenHash, user_id: w.userId, expires_at: w.expiresAt, revoked_at: null };
-      unique(st().webSessions, row, "token_hash");
-      st().webSessions.push(row);
-      const { token_hash: _, ...out } = row;
-      return clone(out);
+      insert(st().webSessions, row, "token_hash");
+      return without(row, "token_hash");
     },
     async webSessionWithUser(tokenHash) {
       const row = st().webSessions.find((w) => w.token_hash === tokenHash);
-      if (!row) return undefined;
-      const { token_hash: _, ...out } = row;
-      return { ...clone(out), user: plainUser(userOf(row.user_id)) };
+      return row && { ...without(row, "token_hash"), user: plainUser(userOf(row.user_id)) };
     },
-    async revokeWebSession(tokenHash) {
-      const row = st().webSessions.find((w) => w.token_hash === tokenHash && w.revoked_at === null);
-      if (row) row.revoked_at = now();
-      return Boolean(row);
-    },
+    async revokeWebSession(tokenHash) { return Boolean(stamp(st().webSessions, (w) => w.token_hash === tokenHash, "revoked_at", now())); },
     async insertApiKey(keyHash, label) { if (!st().apiKeys.has(keyHash)) st().apiKeys.set(keyHash, label); },
     async apiKeyExists(keyHash) { return st().apiKeys.has(keyHash); },
     async insertServiceCredential(name, credentialHash) {
-      const row = { id: randomUUID(), name, credential_hash: credentialHash, revoked_at: null };
-      unique(st().serviceCredentials, row, "credential_hash");
-      st().serviceCredentials.push(row);
+      insert(st().serviceCredentials, { id: randomUUID(), name, credential_hash: credentialHash, revoked_at: null }, "credential_hash");
     },
     async serviceCredential(credentialHash) {
       const row = st().serviceCredentials.find((c) => c.credential_hash === credentialHash);
@@ -149,8 +148,7 @@ export function fakeOAuthStore(st: () => State, now: () => Date): OAuthStore {
   return {
     async insertClient(c) {
       const row: ClientRow = { ...clone(c), created_at: now() };
-      unique(st().clients, row, "client_id");
-      st().clients.push(row);
+      insert(st().clients, row, "client_id");
       return clone(row);
     },
     async client(clientId) { return clone(st().clients.find((c) => c.client_id === clientId)); },
@@ -160,16 +158,8 @@ export function fakeOAuthStore(st: () => State, now: () => Date): OAuthStore {
       if (row) row.scopes = [...new Set([...row.scopes, ...scopes])];
       else st().consents.push({ user_id: userId, client_id: clientId, scopes: [...new Set(scopes)] });
     },
-    async insertCode(c) {
-      const row: CodeRow = { ...clone(c), used_at: null, grant_id: null };
-      unique(st().codes, row, "code_hash");
-      st().codes.push(row);
-    },
-    async takeCode(codeHash) {
-      const row = st().codes.find((c) => c.code_hash === codeHash && c.used_at === null);
-      if (row) row.used_at = now();
-      return clone(row);
-    },
+    async insertCode(c) { insert(st().codes, { ...clone(c), used_at: null, grant_id: null }, "code_hash"); },
+    async takeCode(codeHash) { return stamp(st().codes, (c) => c.code_hash === codeHash, "used_at", now()); },
     async code(codeHash) { return clone(st().codes.find((c) => c.code_hash === codeHash)); },
     async setCodeGrant(codeHash, grantId) {
       const row = st().codes.find((c) => c.code_hash === codeHash);
@@ -178,14 +168,11 @@ export function fakeOAuthStore(st: () => State, now: () => Date): OAuthStore {
     async insertGrant(g) {
       const row = { id: randomUUID(), user_id: g.userId, client_id: g.clientId, scopes: [...g.scopes], audience: g.audience, revoked_at: null, revoked_reason: null };
       st().grants.push(row);
-      const { revoked_reason: _, ...out } = row;
-      return clone(out);
+      return without(row, "revoked_reason");
     },
     async grant(id) {
       const row = st().grants.find((g) => g.id === id);
-      if (!row) return undefined;
-      const { revoked_reason: _, ...out } = row;
-      return clone(out);
+      return row && without(row, "revoked_reason");
     },
     async revokeGrants(ids, reason) {
       const at = now();
@@ -200,24 +187,15 @@ export function fakeOAuthStore(st: () => State, now: () => Date): OAuthStore {
         .filter((g) => g.user_id === userId && g.revoked_at === null && (match.audiences.includes(g.audience) || match.clientIds.includes(g.client_id)))
         .map((g) => g.id);
     },
-    async insertRefreshToken(r) {
-      const row: RefreshRow = { token_hash: r.tokenHash, grant_id: r.grantId, expires_at: r.expiresAt, used_at: null };
-      unique(st().refreshTokens, row, "token_hash");
-      st().refreshTokens.push(row);
-    },
-    async takeRefreshToken(tokenHash) {
-      const row = st().refreshTokens.find((r) => r.token_hash === tokenHash && r.used_at === null);
-      if (row) row.used_at = now();
-      return clone(row);
-    },
+    async insertRefreshToken(r) { insert(st().refreshTokens, { token_hash: r.tokenHash, grant_id: r.grantId, expires_at: r.expiresAt, used_at: null }, "token_hash"); },
+    async takeRefreshToken(tokenHash) { return stamp(st().refreshTokens, (r) => r.token_hash === tokenHash, "used_at", now()); },
     async refreshToken(tokenHash) { return clone(st().refreshTokens.find((r) => r.token_hash === tokenHash)); },
     async insertAccessToken(t) {
       const row: TokenRow = {
         id: randomUUID(), token_hash: t.tokenHash, user_id: t.userId, scopes: [...t.scopes], client_id: t.clientId, expires_at: t.expiresAt,
         revoked_at: null, audience: t.audience, grant_id: t.grantId,
       };
-      unique(st().tokens, row, "token_hash");
-      st().tokens.push(row);
+      insert(st().tokens, row, "token_hash");
     },
     async purgeCodes(before) { st().codes = st().codes.filter((c) => c.expires_at >= before); },
   };
