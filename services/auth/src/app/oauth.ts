@@ -181,13 +181,21 @@ export function createOAuth(deps: OAuthDeps) {
       if (grant.revoked_at) return invalid;
       // Rotation: a refresh token is good once. Presented again (by a thief or by the client
       // whose token was stolen), the whole family is revoked (RFC 9700 4.14.2).
-      const taken = row.used_at ? undefined : await s.takeRefreshToken(tokenHash);
-      if (!taken) return { error: new OAuthError("invalid_grant", "The refresh token was already used; every token of this grant is revoked."), revoked: await s.revokeGrants([grant.id], "refresh token reused") };
-      if (taken.expires_at.getTime() <= at.getTime()) return invalid;
+      const reused = async (): Promise<Outcome> => ({
+        error: new OAuthError("invalid_grant", "The refresh token was already used; every token of this grant is revoked."),
+        revoked: await s.revokeGrants([grant.id], "refresh token reused"),
+      });
+      if (row.used_at) return reused();
+      if (row.expires_at.getTime() <= at.getTime()) return invalid;
+      // The request is checked before the token is used up: a refused refresh (a scope or
+      // resource the grant does not cover) leaves it good, so that the client's corrected retry
+      // is not taken for a replay that revokes the family.
       const scopes = narrowedScopes(req.scope, grant.scopes);
       if (req.resources.length && audienceOf(req.resources, list(deps.resources())) !== grant.audience) {
         return { error: new OAuthError("invalid_target", "resource differs from the grant's."), revoked: [] };
       }
+      // Used up by a concurrent request since it was read: a replay all the same.
+      if (!(await s.takeRefreshToken(tokenHash))) return reused();
       return { tokens: await issue(s, { id: grant.id, userId: grant.user_id, clientId: grant.client_id, audience: grant.audience }, scopes, at), revoked: [] };
     });
   }
@@ -247,15 +255,20 @@ export function createOAuth(deps: OAuthDeps) {
     },
 
     /**
-     * Ends the user's MCP sessions: every live grant whose tokens are bound to the MCP endpoint
-     * or were issued to the bundled MCP client, with their access and refresh tokens. How many
-     * grants were revoked, and their access tokens' hashes.
+     * mcp.revoke_session: ends the user's MCP sessions, in one unit of work. Every live grant
+     * whose tokens are bound to the MCP endpoint or were issued to the bundled MCP client, with
+     * its access and refresh tokens; then the tokens issued to MCP clients outside grants, and
+     * the calling token. How many grants and tokens were revoked (each announced).
      */
-    async revokeMcpGrants(userId: string): Promise<{ grants: number; tokenHashes: string[] }> {
-      return deps.uow(async (s) => {
+    async revokeMcpSession(userId: string, currentTokenId: string): Promise<{ revoked: number }> {
+      const out = await deps.uow(async (s) => {
         const ids = await s.liveGrantsOf(userId, { audiences: [deps.resources().mcp], clientIds: [MCP_CLIENT_ID] });
-        return { grants: ids.length, tokenHashes: await s.revokeGrants(ids, "mcp.revoke_session") };
+        const ofGrants = await s.revokeGrants(ids, "mcp.revoke_session");
+        const others = await s.revokeMcpTokens(userId, currentTokenId);
+        return { revoked: ids.length + others.length, hashes: [...ofGrants, ...others] };
       });
+      announce(out.hashes);
+      return { revoked: out.revoked };
     },
   };
 }

@@ -8,7 +8,7 @@ import type { WebSessions } from "../app/web-sessions.js";
 import { AuthorizationRefused, type AuthorizationRequest, type OAuth } from "../app/oauth.js";
 import { OAuthError } from "../domain/oauth.js";
 import type { AuthStore, UserRow } from "../store/auth-store.js";
-import { ALL_SCOPES, hashSecret } from "../domain/tokens.js";
+import { ALL_SCOPES } from "../domain/tokens.js";
 
 function userMsg(u: UserRow) {
   return create(UserSchema, { userId: u.id, username: u.username, plan: u.plan, isAdmin: u.is_admin, createdAt: u.created_at.toISOString() });
@@ -65,8 +65,7 @@ export function authRoutes({ auth, sessions, oauth, store, bus }: AuthApps) {
         return { accessToken: t.accessToken, scopes: t.scopes, expiresAt: t.expiresAt.toISOString(), tokenId: t.tokenId };
       },
       async revokeToken(req) {
-        const tokenHash = hashSecret(req.token);
-        const revoked = await store.revokeToken(tokenHash);
+        const { revoked, tokenHash } = await auth.revokeToken(req.token);
         bus.broadcast(EVENTS.tokenRevoked, { token_hash: tokenHash });
         return { revoked };
       },
@@ -125,11 +124,7 @@ export function authRoutes({ auth, sessions, oauth, store, bus }: AuthApps) {
       },
       async revokeMcpSession(_req, ctx) {
         const caller = requireCaller(ctx);
-        // The MCP sessions (grants) first, then tokens issued to MCP clients outside grants and the calling token.
-        const sessionsEnded = await oauth.revokeMcpGrants(caller.userId);
-        const hashes = await store.revokeMcpTokens(caller.userId, caller.tokenId);
-        for (const h of [...sessionsEnded.tokenHashes, ...hashes]) bus.broadcast(EVENTS.tokenRevoked, { token_hash: h });
-        return { revoked: sessionsEnded.grants + hashes.length };
+        return oauth.revokeMcpSession(caller.userId, caller.tokenId);
       },
     });
 }

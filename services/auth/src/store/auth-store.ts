@@ -120,8 +120,6 @@ export interface AuthStore {
   insertToken(t: { tokenHash: string; userId: string; scopes: string[]; clientId: string; expiresAt: Date }): Promise<TokenRow>;
   tokenWithUser(tokenHash: string): Promise<(TokenRow & { user: UserRow }) | undefined>;
   revokeToken(tokenHash: string): Promise<boolean>;
-  /** Revokes the user's tokens issued to MCP clients plus the given one; returns their hashes. */
-  revokeMcpTokens(userId: string, currentTokenId: string): Promise<string[]>;
   /** Sets (or replaces) a user's password hash; false when there is no such user. */
   setPasswordHash(username: string, hash: string): Promise<boolean>;
   /** A user and the password hash stored for them (null when none is set). */
@@ -185,15 +183,6 @@ export function createAuthStore(db: Knex): AuthStore {
     async revokeToken(tokenHash) {
       const n = await db("tokens").where({ token_hash: tokenHash }).whereNull("revoked_at").update({ revoked_at: db.fn.now() });
       return n > 0;
-    },
-    async revokeMcpTokens(userId, currentTokenId) {
-      const rows = await db("tokens")
-        .where({ user_id: userId })
-        .whereNull("revoked_at")
-        .andWhere((q) => q.where("client_id", "like", "mcp%").orWhere("id", currentTokenId))
-        .update({ revoked_at: db.fn.now() })
-        .returning("token_hash");
-      return rows.map((r: { token_hash: string }) => r.token_hash);
     },
     async setPasswordHash(username, hash) {
       return (await db("users").where({ username }).update({ password_hash: hash })) > 0;

@@ -130,6 +130,8 @@ export interface OAuthStore {
   grant(id: string): Promise<GrantRow | undefined>;
   /** Revokes grants and every access token they issued; the revoked tokens' hashes. */
   revokeGrants(ids: string[], reason: string): Promise<string[]>;
+  /** Revokes the user's live tokens issued to MCP clients (client id mcp*) plus the given one; their hashes. */
+  revokeMcpTokens(userId: string, currentTokenId: string): Promise<string[]>;
   /** The user's live grants whose audience is one of these, or whose client is one of these. */
   liveGrantsOf(userId: string, match: { audiences: string[]; clientIds: string[] }): Promise<string[]>;
   insertRefreshToken(r: { tokenHash: string; grantId: string; expiresAt: Date }): Promise<void>;
@@ -185,6 +187,15 @@ export function createOAuthStore(db: Queryable): OAuthStore {
       if (!ids.length) return [];
       await db("oauth_grants").whereIn("id", ids).whereNull("revoked_at").update({ revoked_at: db.fn.now(), revoked_reason: reason });
       const rows = await db("tokens").whereIn("grant_id", ids).whereNull("revoked_at").update({ revoked_at: db.fn.now() }).returning("token_hash");
+      return rows.map((r: { token_hash: string }) => r.token_hash);
+    },
+    async revokeMcpTokens(userId, currentTokenId) {
+      const rows = await db("tokens")
+        .where({ user_id: userId })
+        .whereNull("revoked_at")
+        .andWhere((q) => q.where("client_id", "like", "mcp%").orWhere("id", currentTokenId))
+        .update({ revoked_at: db.fn.now() })
+        .returning("token_hash");
       return rows.map((r: { token_hash: string }) => r.token_hash);
     },
     async liveGrantsOf(userId, match) {
