@@ -15,9 +15,12 @@ import { transfersScenario } from "./transfers.js";
 import { webhooksScenario } from "./webhooks.js";
 import { splitScenario } from "./split.js";
 import { searchScenario } from "./search.js";
+import { soakScenario } from "./soak.js";
 import { overheadScenario } from "./overhead.js";
 
-const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario, overheadScenario];
+const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario, overheadScenario, soakScenario];
+/** Scenarios that run only when named: the soak takes ten minutes. */
+const ON_REQUEST = new Set(["soak"]);
 
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 if (process.argv.includes("--list")) {
@@ -29,7 +32,7 @@ if (unknown.length) {
   console.error(`unknown scenario(s): ${unknown.join(", ")}; known: ${SCENARIOS.map((s) => s.name).join(", ")}`);
   process.exit(2);
 }
-const selected = names.length ? SCENARIOS.filter((s) => names.includes(s.name)) : SCENARIOS;
+const selected = names.length ? SCENARIOS.filter((s) => names.includes(s.name)) : SCENARIOS.filter((s) => !ON_REQUEST.has(s.name));
 const opts = benchOptions();
 const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown" };
 console.log(`bench: ${selected.map((s) => s.name).join(", ")}; ${opts.connections} connections, ${opts.warmupSeconds} s warm-up, ${opts.seconds} s per run; node ${machine.node}, ${machine.cpus} cores (${machine.cpu})`);

@@ -168,6 +168,8 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
     }
     env.S3_BUCKET = `cms-split-${id}`;
   }
+  // The caller's settings win over the run's backends too (a test's own NATS or object store).
+  Object.assign(env, opts.env);
   const cliEnv = { ...env, LOG_LEVEL: "warn" };
   const diagnostics = () => procs.map((p) => `--- ${p.name} (exited: ${p.done}) ---\n${p.output.slice(-40).join("\n")}`).join("\n");
   const startService = (s: ServiceTarget) => startTarget(s, s, { ...env, SERVICE_PORT: String(servicePorts[s]) });

@@ -42,7 +42,8 @@ export function createDb(databaseUrl: string, schema: string, poolMax: number, s
   const options = Object.keys(settings).length ? sessionOptions(databaseUrl, settings) : undefined;
   return knexFactory({
     client: "pg",
-    connection: options ? { connectionString: databaseUrl, options } : databaseUrl,
+    // Named after the service's schema, so that pg_stat_activity tells the pools apart.
+    connection: { connectionString: databaseUrl, application_name: `cms-${schema}`, ...(options ? { options } : {}) },
     searchPath: [schema, "public"],
     pool: { min: 0, max: poolMax, idleTimeoutMillis: 30000 },
     acquireConnectionTimeout: 15000,

@@ -108,10 +108,45 @@ export const errors = {
     new AppError("not_implemented", `The operation ${op} is declared in the contract but not implemented by this server yet.`),
 };
 
+/** SQLSTATEs of a lost or refused database connection, an engine shutting down or a failover. */
+const TRANSIENT_SQLSTATE = /^(08...|57P0[1-4]|53300|25006)$/;
+/** Node socket errors of a peer that went away or never answered. */
+const TRANSIENT_ERRNO = new Set([
+  "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED", "UND_ERR_SOCKET", "UND_ERR_CONNECT_TIMEOUT",
+  // An HTTP/2 connection to a service that died or went away mid-call.
+  "ERR_HTTP2_STREAM_ERROR", "ERR_HTTP2_SESSION_ERROR", "ERR_HTTP2_GOAWAY_SESSION", "ERR_HTTP2_INVALID_SESSION", "ERR_HTTP2_STREAM_CANCEL", "ERR_STREAM_PREMATURE_CLOSE",
+]);
+/** What the pg driver and knex say when a connection dies or none can be had (they set no code). */
+const TRANSIENT_MESSAGE = new RegExp([
+  "Connection terminated", "connection error and is not queryable", "Client was closed and is not queryable", "timeout exceeded when trying to connect",
+  "Timeout acquiring a connection", "terminating connection due to administrator command", "the database system is (starting up|shutting down|in recovery mode)",
+  "Connection ended unexpectedly", "socket hang up",
+  // connect-node's words for a peer that died mid-call (its process killed, its session gone).
+  "http/2 stream closed with error code", "expected open session, but it is", "received GOAWAY", "connection aborted", "sentinel completed early", "premature close",
+].join("|"), "i");
+
+/**
+ * Whether a failure is a dependency going away (a database connection terminated, the engine
+ * restarting, a pool that cannot connect, a peer resetting the socket) rather than a bug: such a
+ * failure is the contract's 503 `unavailable`, safe to retry, never a 500 carrying a driver's
+ * message. Looks through `cause` chains (knex and Connect wrap the driver's error).
+ */
+export function isTransientFailure(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { code, message, name } = e as { code?: unknown; message?: unknown; name?: unknown };
+    if (typeof code === "string" && (TRANSIENT_SQLSTATE.test(code) || TRANSIENT_ERRNO.has(code))) return true;
+    if (name === "KnexTimeoutError") return true;
+    if (typeof message === "string" && TRANSIENT_MESSAGE.test(message)) return true;
+  }
+  return false;
+}
+
 /** AppError (or anything thrown) to a ConnectError that carries the contract detail. */
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
-  const app = err instanceof AppError ? err : new AppError("server_error", "Internal error; safe to retry with exponential backoff.");
+  const app = err instanceof AppError ? err
+    : isTransientFailure(err) ? new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.")
+    : new AppError("server_error", "Internal error; safe to retry with exponential backoff.");
   const ce = new ConnectError(app.detail, ERROR_CODES[app.code]?.grpc ?? Code.Internal, undefined, [
     {
       desc: ErrorDetailSchema,
@@ -129,10 +164,19 @@ export function toConnectError(err: unknown): ConnectError {
 /** A ConnectError (from a client call) back to an AppError with the contract's code. */
 export function fromConnectError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (!(err instanceof ConnectError) && isTransientFailure(err)) {
+    return new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
+  }
   const ce = ConnectError.from(err);
   const [detail] = ce.findDetails(ErrorDetailSchema);
   if (detail) {
     return new AppError(detail.code as ErrorCode, detail.detail, (detail.extra ?? {}) as ErrorExtra, detail.httpStatus);
+  }
+  // Every error a service answers carries an ErrorDetail (toConnectError); one without it comes
+  // from the transport. Aborted is connect-node's code for a reset connection; the messages and
+  // causes say when the peer died or went away mid-call.
+  if (ce.code === Code.Aborted || isTransientFailure(ce)) {
+    return new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
   }
   switch (ce.code) {
     case Code.Unimplemented:

@@ -190,6 +190,10 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       const relay = withOutbox ? createOutboxRelay(db, transport, log.child({ outbox: schema }), { schema }) : undefined;
       if (relay) {
         relays.push(relay);
+        // Registered before the service port and the modules, so that it runs after them when
+        // stopping (cleanup runs in reverse): the requests still in flight commit first, then
+        // whatever they wrote to the outbox is published before the pool closes.
+        cleanup.push(async () => { await relay.stop(); await relay.drain(); });
         const unobserve = observeOutbox(schema, () => relay.backlog());
         cleanup.push(async () => unobserve());
       }
@@ -239,10 +243,15 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       });
       const addr = server.address() as AddressInfo;
       serviceUrl = `http://${config.host}:${addr.port}`;
+      const sessions = new Set<http2.ServerHttp2Session>();
+      server.on("session", (session) => { sessions.add(session); session.once("close", () => sessions.delete(session)); });
       cleanup.push(() => new Promise<void>((resolve) => {
         server.close(() => resolve());
-        // Sessions from peers hold the server open; closing it refuses new streams.
-        setTimeout(resolve, 2000).unref();
+        // Peers keep their sessions open: a GOAWAY on each lets the streams in flight finish and
+        // sends new calls elsewhere (or to a refused connection: 503 unavailable at the gateway).
+        // Bounded like the gateway's drain, within SHUTDOWN_TIMEOUT_MS.
+        for (const session of sessions) session.close();
+        setTimeout(resolve, Math.max(1000, config.shutdownTimeoutMs - 5000)).unref();
       }));
     }
 
@@ -250,10 +259,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       if (inst.start) await inst.start();
       if (inst.stop) cleanup.push(() => inst.stop!());
     }
-    for (const relay of relays) {
-      relay.start();
-      cleanup.push(() => relay.stop());
-    }
+    for (const relay of relays) relay.start();
     if (health) {
       // Ready once migrated and started; then as long as the database and the bus answer.
       const stopFollowing = followReadiness(health, async () => {

@@ -40,7 +40,7 @@ export function createTokenResolver(introspect: (token: string) => Promise<Intro
     if (res.active && res.user) {
       const user: Caller = {
         userId: res.user.userId, username: res.user.username, plan: res.user.plan as Caller["plan"], isAdmin: res.user.isAdmin,
-        scopes: res.scopes, tokenId: res.tokenId,
+        scopes: res.scopes, tokenId: res.tokenId, audience: res.audience,
       };
       principal = { user, internal: false };
     } else if (res.active && res.serviceName) {

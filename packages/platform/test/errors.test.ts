@@ -2,7 +2,7 @@
 import test from "ava";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { MetaService } from "@cms/contracts/gateway/v1/meta_pb";
-import { AppError, ERROR_CODES, STATUS_OF, errors, fromConnectError, toConnectError, type ErrorCode } from "../src/errors.ts";
+import { AppError, ERROR_CODES, STATUS_OF, errors, fromConnectError, isTransientFailure, toConnectError, type ErrorCode } from "../src/errors.ts";
 
 test("each code carries its HTTP status", (t) => {
   const expected: Partial<Record<ErrorCode, number>> = {
@@ -159,4 +159,51 @@ test("fromConnectError returns an AppError unchanged and toConnectError a Connec
   t.is(fromConnectError(e), e);
   const ce = new ConnectError("x", Code.Aborted);
   t.is(toConnectError(ce), ce);
+});
+
+/** A driver error as pg raises it: a message and, for server errors, a SQLSTATE code. */
+function pgError(message: string, code?: string): Error {
+  return Object.assign(new Error(message), code ? { code } : {});
+}
+
+test("a dependency going away is transient: lost connections, engine shutdown, pool timeouts, socket resets", (t) => {
+  t.true(isTransientFailure(pgError("terminating connection due to administrator command", "57P01")));
+  t.true(isTransientFailure(pgError("the database system is shutting down", "57P03")));
+  t.true(isTransientFailure(pgError("connection failure", "08006")));
+  t.true(isTransientFailure(pgError("sorry, too many clients already", "53300")));
+  t.true(isTransientFailure(pgError("Connection terminated unexpectedly")));
+  t.true(isTransientFailure(pgError("Client has encountered a connection error and is not queryable")));
+  t.true(isTransientFailure(Object.assign(new Error("Knex: Timeout acquiring a connection. The pool is probably full."), { name: "KnexTimeoutError" })));
+  t.true(isTransientFailure(pgError("connect ECONNREFUSED 127.0.0.1:5432", "ECONNREFUSED")));
+  t.true(isTransientFailure(new Error("insert failed", { cause: pgError("read ECONNRESET", "ECONNRESET") })), "through a cause");
+});
+
+test("bugs and bad input are not transient", (t) => {
+  t.false(isTransientFailure(pgError("value \"99999999999\" is out of range for type integer", "22003")));
+  t.false(isTransientFailure(pgError("duplicate key value violates unique constraint", "23505")));
+  t.false(isTransientFailure(pgError("deadlock detected", "40P01")));
+  t.false(isTransientFailure(new TypeError("Cannot read properties of undefined")));
+  t.false(isTransientFailure(undefined));
+  t.false(isTransientFailure("a string"));
+});
+
+test("a transient failure leaves a service as 503 unavailable, with no driver message; a bug as 500", (t) => {
+  const down = toConnectError(pgError("terminating connection due to administrator command", "57P01"));
+  t.is(down.code, Code.Unavailable);
+  const back = fromConnectError(down);
+  t.is(back.code, "unavailable");
+  t.is(back.status, 503);
+  t.notRegex(JSON.stringify(back.toBody()), /administrator command/);
+  t.is(fromConnectError(toConnectError(pgError("out of range", "22003"))).status, 500);
+  // The gateway's own store failing the same way (no Connect in between).
+  t.is(fromConnectError(pgError("Connection terminated unexpectedly")).code, "unavailable");
+});
+
+test("a call whose service died mid-call (stream reset, session gone) is 503 unavailable; a service's own internal error stays 500", (t) => {
+  t.is(fromConnectError(new ConnectError("http/2 stream closed with error code INTERNAL_ERROR (0x2)", Code.Internal)).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("expected open session, but it is closed", Code.Internal)).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("read ECONNRESET", Code.Aborted)).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("stream error", Code.Internal, undefined, undefined, Object.assign(new Error("x"), { code: "ERR_HTTP2_STREAM_ERROR" }))).code, "unavailable");
+  t.is(fromConnectError(new ConnectError("cannot encode message", Code.Internal)).code, "server_error");
+  t.is(fromConnectError(toConnectError(new TypeError("a bug"))).status, 500);
 });

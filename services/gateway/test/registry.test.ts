@@ -203,3 +203,17 @@ test("every request field is bounded: integers, arrays and strings", (t) => {
   for (const e of registry.all()) walk(e.requestSchema, e.name);
   t.deepEqual(problems, []);
 });
+
+test("integers beyond their column, floats where integers belong and huge arrays are refused naming the field", (t) => {
+  // An int32 column (position) and an int32 request field past its range.
+  t.is(errorOf("collections.update", { collection_id: 1, position: 2147483648 }).extra.field, "position");
+  t.is(errorOf("media.move", { media_ids: [1], target_collection_id: 2, start_position: -1 }).extra.field, "start_position");
+  // A float for an id and for a page size.
+  t.is(errorOf("collections.get", { collection_id: 1.5 }).extra.field, "collection_id");
+  t.regex(errorOf("collections.list", { limit: 10.25 }).detail, /must be of type integer/);
+  // An id list longer than its bound, and an item that is no id.
+  t.is(errorOf("media.delete", { media_ids: Array.from({ length: 101 }, (_, i) => i + 1), confirm: true }).extra.field, "media_ids");
+  t.is(errorOf("media.delete", { media_ids: [1, 2.5] }).extra.field, "media_ids[1]");
+  t.is(errorOf("collections.list", { fields: Array.from({ length: 16 }, () => "id") }).extra.field, "fields");
+  t.is(errorOf("collections.move", { collection_id: 1, parent_collection_id: 9007199254740992 }).extra.field, "parent_collection_id");
+});

@@ -10,9 +10,13 @@ import { failureOutcome } from "../app/run-operation.js";
 /** An answer before it is written: HTTP status and JSON body (what an idempotency record keeps). */
 export interface JsonOutcome { status: number; body: string }
 
-/** Writes a JSON body with its length. */
+/** Seconds a client should wait before retrying a 503 (a service restarting, a lost database connection). */
+export const UNAVAILABLE_RETRY_AFTER_S = 1;
+
+/** Writes a JSON body with its length; a 503 says when to retry (Retry-After), whichever route answers it. */
 export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), ...headers });
+  const retry = status === 503 && !Object.keys(headers).some((h) => h.toLowerCase() === "retry-after") ? { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) } : {};
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), ...retry, ...headers });
   res.end(body);
 }
 

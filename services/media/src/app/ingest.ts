@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
 import {
-  AppError, ImageError, ObjectTooLargeError, OutboundError, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey,
+  AppError, ImageError, ObjectTooLargeError, OutboundError, emitObjectsOrphaned, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey,
   mediaThumbnails, processImageFor, readObject, safeFetch, type Caller,
 } from "@cms/platform";
 import { pagePreview } from "../domain/page-preview.js";
@@ -53,7 +53,7 @@ function fetchError(err: unknown, field: string): never {
 }
 
 /** Ingesting over the object store, the network (SSRF-guarded) and the cover lookup of the collections service. */
-export function createIngest({ objects, config, log }: Pick<MediaDeps, "objects" | "config" | "log">, access: MediaAccess) {
+export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDeps, "objects" | "config" | "log" | "unitOfWork">, access: MediaAccess) {
   const policy = { allowedHosts: config.outboundAllowedHosts };
 
   async function readPrefix(key: string, bytes: number, size: number): Promise<Buffer> {
@@ -228,7 +228,16 @@ export function createIngest({ objects, config, log }: Pick<MediaDeps, "objects"
   async function removeObjects(keys: Array<string | null | undefined>): Promise<void> {
     const list = keys.filter((k): k is string => Boolean(k));
     if (!list.length) return;
-    await objects.delete(list).catch((err) => log.warn({ err, keys: list }, "could not remove objects of a failed upload"));
+    try {
+      await objects.delete(list);
+    } catch (err) {
+      // The store failed the removal too (it is down): the objects are orphans, removed later by
+      // the object-cleanup consumer, which retries until the store answers and checks again
+      // that no row took them meanwhile.
+      log.warn({ err, keys: list }, "could not remove objects of a failed upload; left to the orphan cleanup");
+      await unitOfWork(async (_stores, events) => { await emitObjectsOrphaned(events, list); })
+        .catch((e) => log.error({ err: e, keys: list }, "could not record orphaned objects"));
+    }
   }
 
   /** Hex SHA-256 of a stored object, streamed. */
