@@ -307,6 +307,19 @@ export function cpuMeter(dataDir?: string): CpuMeter {
   return { read: () => { const u = process.cpuUsage(); return { nodeUs: u.user + u.system, pgUs: pgUs() }; } };
 }
 
+/** CPU time (user + system, µs) the processes have used so far, read from /proc; gone ones count 0. */
+export function processCpuUs(pids: number[]): number {
+  let sum = 0;
+  for (const pid of pids) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      sum += (Number(f[11]) + Number(f[12])) * (1e6 / 100);
+    } catch { /* exited */ }
+  }
+  return sum;
+}
+
 /** A load result with the CPU per request the run cost (see cpuMeter). */
 export type MeteredResult = LoadResult & { nodeCpuUsPerReq?: number; pgCpuUsPerReq?: number };
 
