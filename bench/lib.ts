@@ -9,6 +9,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { spawn } from "node:child_process";
+import fs from "node:fs";
 import { fileURLToPath } from "node:url";
 
 export interface LoadSpec {
@@ -181,10 +182,12 @@ export function round(n: number, digits: number): number {
   return Math.round(n * f) / f;
 }
 
-export function formatTable(results: LoadResult[], baseline?: LoadResult): string {
-  const head = ["name", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms", ...(baseline ? ["vs " + baseline.name] : [])];
+export function formatTable(results: MeteredResult[], baseline?: LoadResult): string {
+  const metered = results.some((r) => r.nodeCpuUsPerReq !== undefined);
+  const head = ["name", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms", ...(metered ? ["node µs/req", "pg µs/req"] : []), ...(baseline ? ["vs " + baseline.name] : [])];
   const rows = results.map((r) => [
     r.name, String(r.requests), String(r.errors), r.throughput.toFixed(1), r.p50Ms.toFixed(2), (r.p95Ms ?? 0).toFixed(2), r.p99Ms.toFixed(2),
+    ...(metered ? [r.nodeCpuUsPerReq?.toFixed(0) ?? "", r.pgCpuUsPerReq?.toFixed(0) ?? ""] : []),
     ...(baseline ? [`${((r.throughput / baseline.throughput) * 100).toFixed(1)}%`] : []),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -195,6 +198,8 @@ export function formatTable(results: LoadResult[], baseline?: LoadResult): strin
 /** The all-in-one system of a scenario: embedded defaults on a temporary DATA_DIR, one paid user. */
 export interface BenchSystem {
   system: import("@cms/platform").System;
+  /** The temporary DATA_DIR (the embedded PostgreSQL is under dataDir/postgres). */
+  dataDir: string;
   userId: string;
   username: string;
   /** Headers of an authenticated op call (API key and bearer token). */
@@ -231,7 +236,7 @@ export async function startBenchSystem(extraEnv: Record<string, string> = {}): P
   const headers = { "content-type": "application/json", apikey: BENCH_API_KEY, authorization: `Bearer ${accessToken}` };
   const endpoint = `${system.url}/functions/v1/thirdparty-v1`;
   return {
-    system, userId, username, headers, endpoint,
+    system, dataDir, userId, username, headers, endpoint,
     async call(body) {
       const res = await fetch(endpoint, { method: "POST", headers, body: JSON.stringify(body) });
       const json = await res.json() as Record<string, any>;
@@ -272,15 +277,80 @@ export async function startBareQueryServer(databaseUrl: string, query: (body: Re
 }
 
 /**
- * Runs the specs one after the other (A,B,C,A,B,C...), `rounds` times, so that drift of a shared
- * machine falls on every side; results[i][r] is spec i in round r. Compare within a round.
+ * CPU time spent by this process (the system under test and the bare servers: the load clients
+ * are child processes) and by the embedded PostgreSQL's processes, read from /proc. Per request
+ * it is far less disturbed by other work on a shared machine than throughput is: a run that
+ * waits for the CPU does less work, not more per request.
  */
-export async function alternate(specs: LoadSpec[], rounds = 2): Promise<LoadResult[][]> {
-  const out: LoadResult[][] = specs.map(() => []);
+export interface CpuMeter { read(): { nodeUs: number; pgUs: number } }
+
+export function cpuMeter(dataDir?: string): CpuMeter {
+  const { readFileSync, readdirSync } = fs;
+  const tick = 1e6 / 100; // USER_HZ is 100 on Linux
+  let postmaster: number | undefined;
+  try { postmaster = dataDir ? Number(readFileSync(`${dataDir}/postgres/postmaster.pid`, "utf8").split("\n")[0]) : undefined; } catch { postmaster = undefined; }
+  const pgUs = () => {
+    if (!postmaster) return 0;
+    let sum = 0;
+    for (const pid of readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid)) continue;
+      let stat: string;
+      try { stat = readFileSync(`/proc/${pid}/stat`, "utf8"); } catch { continue; }
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // f[1] = ppid, f[11] utime, f[12] stime, f[13] cutime, f[14] cstime (fields 4, 14-17 of
+      // proc(5)): the postmaster's children that exited count in its cutime and cstime.
+      if (Number(pid) === postmaster) sum += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * tick;
+      else if (Number(f[1]) === postmaster) sum += (Number(f[11]) + Number(f[12])) * tick;
+    }
+    return sum;
+  };
+  return { read: () => { const u = process.cpuUsage(); return { nodeUs: u.user + u.system, pgUs: pgUs() }; } };
+}
+
+/** CPU time (user + system, µs) the processes have used so far, read from /proc; gone ones count 0. */
+export function processCpuUs(pids: number[]): number {
+  let sum = 0;
+  for (const pid of pids) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      sum += (Number(f[11]) + Number(f[12])) * (1e6 / 100);
+    } catch { /* exited */ }
+  }
+  return sum;
+}
+
+/** A load result with the CPU per request the run cost (see cpuMeter). */
+export type MeteredResult = LoadResult & { nodeCpuUsPerReq?: number; pgCpuUsPerReq?: number };
+
+/**
+ * Runs the specs one after the other (A,B,C,A,B,C...), `rounds` times, so that drift of a shared
+ * machine falls on every side; results[i][r] is spec i in round r. Compare within a round. With
+ * a meter, each result also carries its CPU per request (warm-up included in neither).
+ */
+export async function alternate(specs: LoadSpec[], rounds = 2, meter?: CpuMeter): Promise<MeteredResult[][]> {
+  const out: MeteredResult[][] = specs.map(() => []);
   for (let r = 0; r < rounds; r++) {
-    for (const [i, spec] of specs.entries()) out[i]!.push(await drive({ ...spec, name: `${spec.name} #${r + 1}` }));
+    for (const [i, spec] of specs.entries()) {
+      const name = `${spec.name} #${r + 1}`;
+      if (!meter) { out[i]!.push(await drive({ ...spec, name })); continue; }
+      if (spec.warmupMs > 0) await drive({ ...spec, name, durationMs: spec.warmupMs, warmupMs: 0 });
+      const before = meter.read();
+      const res: MeteredResult = await drive({ ...spec, name, warmupMs: 0 });
+      const after = meter.read();
+      const n = Math.max(1, res.requests);
+      res.nodeCpuUsPerReq = round((after.nodeUs - before.nodeUs) / n, 1);
+      res.pgCpuUsPerReq = round((after.pgUs - before.pgUs) / n, 1);
+      out[i]!.push(res);
+    }
   }
   return out;
+}
+
+/** Per round, the CPU per request (this process + PostgreSQL) of `baseline` over that of `subject`: 1 means as cheap. */
+export function cpuRatios(subject: MeteredResult[], baseline: MeteredResult[]): number[] {
+  const cost = (r: MeteredResult) => (r.nodeCpuUsPerReq ?? NaN) + (r.pgCpuUsPerReq ?? NaN);
+  return subject.map((s, r) => round(cost(baseline[r]!) / cost(s), 4));
 }
 
 /** Per round, the throughput of `subject` over that of `baseline` (same round). */

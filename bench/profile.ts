@@ -10,7 +10,24 @@ import { Session } from "node:inspector/promises";
 import { writeFileSync } from "node:fs";
 import { startBenchSystem, drive, type BenchSystem } from "./lib.js";
 
-interface Case { seed(b: BenchSystem): Promise<Record<string, unknown>> }
+/**
+ * A case seeds what its operation needs and returns the op body driven at 32 connections, or
+ * runs its own workload (`work`, profiled whole instead of the load).
+ */
+interface Case { seed(b: BenchSystem): Promise<Record<string, unknown>>; work?(b: BenchSystem, body: Record<string, unknown>): Promise<string> }
+
+/** Runs bench/transfer-client.ts with one job in a child process; its JSON line. */
+async function transferJob(job: Record<string, unknown>): Promise<string> {
+  const { spawn } = await import("node:child_process");
+  const entry = new URL("./transfer-client.ts", import.meta.url).pathname;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", entry], { stdio: ["pipe", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => { out += d.toString(); });
+    child.on("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`transfer client exited with ${code}`))));
+    child.stdin.end(JSON.stringify(job));
+  });
+}
 
 const seedCollections = async (b: BenchSystem, n: number) => {
   await b.system.dbOf("collections")!.raw(
@@ -27,6 +44,23 @@ const CASES: Record<string, Case> = {
   "collections.get": { seed: async (b) => ({ op: "collections.get", collection_id: await seedCollections(b, 200) }) },
   "collections.list": { seed: async (b) => { await seedCollections(b, 200); return { op: "collections.list", limit: 100 }; } },
   "collections.search": { seed: async (b) => { await seedCollections(b, 2000); return { op: "collections.search", query: "zephyr", limit: 20 }; } },
+  // A 25MB chunked upload with 1 MiB chunks, one at a time (bench transfers).
+  "upload_chunk": {
+    seed: async (b) => ({ collection_id: await seedCollections(b, 1) }),
+    work: async (b, body) => transferJob({ kind: "chunked", endpoint: b.endpoint, headers: b.headers, collectionId: body.collection_id, size: 25 * 1024 * 1024, chunkBytes: 1024 * 1024 }),
+  },
+  // A 25MB byte_upload_url PUT, three times.
+  "put": {
+    seed: async (b) => ({ collection_id: await seedCollections(b, 1) }),
+    work: async (b, body) => {
+      const out: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const u = await b.call({ op: "media.get_upload_url", collection_id: body.collection_id, filename: `p${i}.bin`, content_type: "application/octet-stream", content_length: 25 * 1024 * 1024 });
+        out.push(await transferJob({ kind: "put", url: u.byte_upload_url, contentType: "application/octet-stream", size: 25 * 1024 * 1024 }));
+      }
+      return out.join(" ");
+    },
+  },
   "media.list": {
     seed: async (b) => {
       const id = await seedCollections(b, 1);
@@ -45,20 +79,31 @@ const c = CASES[name];
 if (!c) { console.error(`cases: ${Object.keys(CASES).join(", ")}`); process.exit(2); }
 const b = await startBenchSystem({ DB_POOL_MAX: "16" });
 try {
-  const body = JSON.stringify(await c.seed(b));
-  await b.call(JSON.parse(body));
+  const seeded = await c.seed(b);
+  const body = JSON.stringify(seeded);
+  if (!c.work) await b.call(seeded);
   const session = new Session();
   session.connect();
   await session.post("Profiler.enable");
   await session.post("Profiler.setSamplingInterval", { interval: 200 });
-  // Warm-up first, unprofiled.
-  await drive({ name, url: b.endpoint, headers: b.headers, body, connections: 32, warmupMs: 0, durationMs: 2000 });
-  await session.post("Profiler.start");
-  const result = await drive({ name, url: b.endpoint, headers: b.headers, body, connections: 32, warmupMs: 0, durationMs: seconds * 1000 });
-  const { profile } = await session.post("Profiler.stop");
+  let said: string;
+  let profile;
+  if (c.work) {
+    await c.work(b, seeded);
+    await session.post("Profiler.start");
+    said = await c.work(b, seeded);
+    ({ profile } = await session.post("Profiler.stop"));
+  } else {
+    // Warm-up first, unprofiled.
+    await drive({ name, url: b.endpoint, headers: b.headers, body, connections: 32, warmupMs: 0, durationMs: 2000 });
+    await session.post("Profiler.start");
+    const result = await drive({ name, url: b.endpoint, headers: b.headers, body, connections: 32, warmupMs: 0, durationMs: seconds * 1000 });
+    ({ profile } = await session.post("Profiler.stop"));
+    said = `${result.throughput} req/s, p50 ${result.p50Ms} ms`;
+  }
   const file = `/tmp/${name}-${Date.now()}.cpuprofile`;
   writeFileSync(file, JSON.stringify(profile));
-  console.log(`${name}: ${result.throughput} req/s, p50 ${result.p50Ms} ms; profile ${file}`);
+  console.log(`${name}: ${said}; profile ${file}`);
   summarize(profile as unknown as Profile);
 } finally {
   await b.stop();

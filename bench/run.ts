@@ -16,8 +16,9 @@ import { webhooksScenario } from "./webhooks.js";
 import { splitScenario } from "./split.js";
 import { searchScenario } from "./search.js";
 import { soakScenario } from "./soak.js";
+import { overheadScenario } from "./overhead.js";
 
-const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario, soakScenario];
+const SCENARIOS: Scenario[] = [gatewayScenario, collectionsScenario, mediaScenario, transfersScenario, webhooksScenario, splitScenario, searchScenario, overheadScenario, soakScenario];
 /** Scenarios that run only when named: the soak takes ten minutes. */
 const ON_REQUEST = new Set(["soak"]);
 

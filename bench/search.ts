@@ -125,7 +125,9 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     const figures: Array<Record<string, unknown>> = [];
     const lines: string[] = [];
     const plans: string[] = [];
-    for (const size of sizes) {
+    // BENCH_SEARCH_SIZES: run only the sizes whose name contains one of these (comma-separated).
+    const only = (process.env.BENCH_SEARCH_SIZES ?? "").split(",").filter(Boolean);
+    for (const size of sizes.filter((s) => !only.length || only.some((o) => s.name.includes(o)))) {
       const headers = { ...bench.headers, authorization: `Bearer ${size.token}` };
       const opBody = (word: string) => JSON.stringify(size.kind === "collections"
         ? { op: "collections.search", query: word, limit: 20 }

@@ -1,17 +1,21 @@
 /**
- * Moving bytes (issue 5's performance section), on the all-in-one embedded system: a 25MB file
- * through the chunked upload (16KB and 1MiB chunks one at a time, and 1MiB chunks four in
- * flight, which the goal does not count), through byte_upload_url (PUT) and through
- * media.download, each as MB/s against writing and reading the same bytes directly to the
- * object store in the same run; and the server's peak RSS growth during a 100 MiB
- * byte_upload_url PUT. The client runs in a child process (bench/transfer-client.ts), so the
- * system's event loop and RSS are its own; RSS is sampled in this process every 5 ms.
- * A bare node:http server that pipes request bodies into the same store and store reads into
- * responses (no gateway, no checks) shows what HTTP itself costs on the machine.
- * Goals: PUT and download >= 50% of the direct store rate, 1MiB-chunk upload >= 25%, peak RSS
- * growth < 64 MiB for the 100 MiB PUT.
+ * Moving bytes on the all-in-one embedded system, each figure against a bare node:http server of
+ * the same run: a 25MB byte_upload_url PUT against a bare server streaming the PUT into a file
+ * and fsyncing it; media.download of the same size against the bare server streaming the file
+ * back (both with node's default stream settings); a chunked upload with 1 MiB chunks (one at a
+ * time) against the PUT rate of the same round. Rounds alternate bare PUT, PUT, bare GET,
+ * download, chunked (BENCH_ROUNDS, default 3); each download figure is the median of 5 reads
+ * in one client. Also, once: chunked with 16KB chunks and with 1 MiB chunks four in flight,
+ * the direct store write and read, and the server's peak RSS growth during a 100 MiB PUT. The
+ * client runs in a child process (bench/transfer-client.ts), so the system's event loop and
+ * RSS are its own; RSS is sampled in this process every 5 ms.
+ * Goals: PUT and download >= 0.8 of bare, chunked 1 MiB >= 0.25 of the PUT, in every round;
+ * peak RSS growth < 64 MiB for the 100 MiB PUT.
  */
 import http from "node:http";
+import { createReadStream, createWriteStream, mkdirSync } from "node:fs";
+import { open, stat } from "node:fs/promises";
+import { basename, join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { pipeline } from "node:stream/promises";
 import { spawn } from "node:child_process";
@@ -19,8 +23,7 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import type { ObjectStore } from "@cms/platform";
-import { startBenchSystem, round, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
+import { ratioRange, startBenchSystem, round, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
 
 const FILE_BYTES = 25 * 1024 * 1024;
 const BIG_PUT_BYTES = 100 * 1024 * 1024;
@@ -68,21 +71,26 @@ async function rssGrowth<T>(fn: () => Promise<T>): Promise<{ value: T; baseline:
 
 const rate = (bytes: number, seconds: number) => bytes / MB / seconds;
 
-/** PUT /<name> streams the body into the store; POST answers the object stored under `readKey`. */
-async function startBareHttp(store: ObjectStore, keyPrefix: string, readKey: string): Promise<{ url: string; close(): Promise<void> }> {
+/**
+ * The bare baseline: PUT /<name> streams the body into a file and fsyncs it, GET /<name>
+ * streams the file back; node's defaults, no checks.
+ */
+async function startBareFiles(dir: string): Promise<{ url: string; close(): Promise<void> }> {
+  mkdirSync(dir, { recursive: true });
   const server = http.createServer((req, res) => {
-    const done = (status: number) => { res.writeHead(status, { "content-length": 0 }); res.end(); };
+    const file = join(dir, basename(req.url!));
+    const fail = () => { if (!res.headersSent) res.writeHead(500); res.end(); };
     if (req.method === "PUT") {
-      store.put(`${keyPrefix}${req.url!.slice(1)}`, req, { contentType: "application/octet-stream", contentLength: Number(req.headers["content-length"]) })
-        .then(() => done(200), () => done(500));
+      const out = createWriteStream(file);
+      pipeline(req, out).then(() => open(file, "r")).then(async (fh) => { await fh.sync(); await fh.close(); })
+        .then(() => { res.writeHead(200, { "content-length": 0 }); res.end(); }, fail);
       return;
     }
     req.resume();
-    store.get(readKey).then(async (obj) => {
-      if (!obj) { done(404); return; }
-      res.writeHead(200, { "content-type": obj.info.contentType, "content-length": obj.info.size });
-      await pipeline(obj.body, res);
-    }).catch(() => res.destroy());
+    stat(file).then((st) => {
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": st.size });
+      return pipeline(createReadStream(file), res);
+    }).catch(fail);
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
   return {
@@ -107,7 +115,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     const big = await rssGrowth(() => putOnce(BIG_PUT_BYTES));
     const growthMiB = (big.peak - big.baseline) / MB;
 
-    // Direct store: the same 25MB written (durably, as uploads are) and read back, best of 3.
+    // Direct store (for reference only): the same 25MB written (durably, as uploads are) and read back, the better of 3.
     const file = randomBytes(FILE_BYTES);
     let directWrite = 0;
     let directRead = 0;
@@ -128,80 +136,65 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
       const r = await client<{ seconds: number; calls: number; media_id: number }>({ kind: "chunked", endpoint, headers, collectionId, size: FILE_BYTES, chunkBytes, inFlight });
       return { mbps: rate(FILE_BYTES, r.seconds), seconds: r.seconds, calls: r.calls, mediaId: r.media_id };
     };
-    const best = async (n: number, fn: () => Promise<number>) => {
-      let top = 0;
-      for (let i = 0; i < n; i++) top = Math.max(top, await fn());
-      return top;
-    };
-
-    const chunk1m = await chunked(MB);
-    const chunk16k = await chunked(16 * 1024);
-    const chunk1mParallel = await chunked(MB, 4);
-    const put = { mbps: await best(3, async () => (await putOnce(FILE_BYTES)).mbps) };
-    const download = await best(3, async () => {
-      const r = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint, headers, mediaId: chunk1m.mediaId, repeat: 5 });
+    const download = async (url: string, hdrs: Record<string, string>, mediaId: number, method: "GET" | "POST") => {
+      const r = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint: url, headers: hdrs, mediaId, repeat: 5, method });
       if (r.bytes !== FILE_BYTES) throw new Error(`download returned ${r.bytes} bytes`);
       return rate(r.bytes, r.seconds);
-    });
-    const readKey = (await call({ op: "media.get", media_id: chunk1m.mediaId })).media.main_url as string;
-    const bare = await startBareHttp(system.store, `store://${userId}/${collectionId}/bare_`, readKey);
-    let barePut = 0;
-    let bareDownload = 0;
+    };
+
+    const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+    const bare = await startBareFiles(join(bench.dataDir, "bare-files"));
+    const perRound: Array<{ barePut: number; put: number; bareGet: number; download: number; chunk1m: number }> = [];
+    let mediaId = 0;
     try {
-      for (let i = 0; i < 3; i++) {
-        const p = await client<{ seconds: number; status: number }>({ kind: "put", url: `${bare.url}/${i}.bin`, contentType: "application/octet-stream", size: FILE_BYTES });
-        if (p.status !== 200) throw new Error(`bare PUT answered ${p.status}`);
-        barePut = Math.max(barePut, rate(FILE_BYTES, p.seconds));
-        const d = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint: bare.url, headers: {}, mediaId: 0, repeat: 5 });
-        bareDownload = Math.max(bareDownload, rate(d.bytes, d.seconds));
+      for (let r = 0; r < rounds; r++) {
+        const bp = await client<{ seconds: number; status: number }>({ kind: "put", url: `${bare.url}/f${r}.bin`, contentType: "application/octet-stream", size: FILE_BYTES });
+        if (bp.status !== 200) throw new Error(`bare PUT answered ${bp.status}`);
+        const barePut = rate(FILE_BYTES, bp.seconds);
+        const put = (await putOnce(FILE_BYTES)).mbps;
+        const bareGet = await download(`${bare.url}/f${r}.bin`, {}, 0, "GET");
+        if (!mediaId) mediaId = (await chunked(MB)).mediaId;
+        const dl = await download(endpoint, headers, mediaId, "POST");
+        const chunk1m = (await chunked(MB)).mbps;
+        perRound.push({ barePut, put, bareGet, download: dl, chunk1m });
       }
     } finally {
       await bare.close();
     }
+    const chunk16k = await chunked(16 * 1024);
+    const chunk1mParallel = await chunked(MB, 4);
 
-    const pct = (x: number, base: number) => round((x / base) * 100, 1);
+    const putRatios = perRound.map((x) => round(x.put / x.barePut, 4));
+    const downloadRatios = perRound.map((x) => round(x.download / x.bareGet, 4));
+    const chunkRatios = perRound.map((x) => round(x.chunk1m / x.put, 4));
     const goals = {
-      put_at_least_50pct_of_store_write: put.mbps / directWrite >= 0.5,
-      download_at_least_50pct_of_store_read: download / directRead >= 0.5,
-      chunked_1mib_at_least_25pct_of_store_write: chunk1m.mbps / directWrite >= 0.25,
+      put_at_least_80pct_of_bare: Math.min(...putRatios) >= 0.8,
+      download_at_least_80pct_of_bare: Math.min(...downloadRatios) >= 0.8,
+      chunked_1mib_at_least_25pct_of_put: Math.min(...chunkRatios) >= 0.25,
       put_100mib_rss_growth_under_64mib: growthMiB < 64,
     };
-    const rows: Array<[string, number, number, number | undefined]> = [
-      ["direct store write (fsync)", directWrite, directWrite, undefined],
-      ["direct store read", directRead, directRead, undefined],
-      ["bare node:http PUT into the store", barePut, directWrite, undefined],
-      ["bare node:http read from the store", bareDownload, directRead, undefined],
-      ["byte_upload_url PUT", put.mbps, directWrite, barePut],
-      ["media.download", download, directRead, bareDownload],
-      [`chunked upload, 1MiB chunks (${chunk1m.calls} calls)`, chunk1m.mbps, directWrite, undefined],
-      [`chunked upload, 16KB chunks (${chunk16k.calls} calls)`, chunk16k.mbps, directWrite, undefined],
-      [`chunked upload, 1MiB chunks, 4 in flight`, chunk1mParallel.mbps, directWrite, undefined],
-    ];
-    const width = Math.max(...rows.map((r) => r[0].length));
+    const f1 = (x: number) => x.toFixed(1);
     return {
       scenario: "transfers",
       results: [],
       summary: {
-        file_bytes: FILE_BYTES,
+        file_bytes: FILE_BYTES, rounds, per_round_mbps: perRound.map((x) => Object.fromEntries(Object.entries(x).map(([k, v]) => [k, round(v, 1)]))),
+        put_vs_bare: putRatios, download_vs_bare: downloadRatios, chunked_1mib_vs_put: chunkRatios,
         store_write_mbps: round(directWrite, 1), store_read_mbps: round(directRead, 1),
-        bare_http_put_mbps: round(barePut, 1), bare_http_read_mbps: round(bareDownload, 1),
-        put_mbps: round(put.mbps, 1), download_mbps: round(download, 1),
-        put_vs_bare_http_pct: pct(put.mbps, barePut), download_vs_bare_http_pct: pct(download, bareDownload),
-        chunked_1mib_mbps: round(chunk1m.mbps, 1), chunked_16kb_mbps: round(chunk16k.mbps, 2), chunked_1mib_4_in_flight_mbps: round(chunk1mParallel.mbps, 1),
-        put_vs_store_write_pct: pct(put.mbps, directWrite), download_vs_store_read_pct: pct(download, directRead),
-        chunked_1mib_vs_store_write_pct: pct(chunk1m.mbps, directWrite), chunked_16kb_vs_store_write_pct: pct(chunk16k.mbps, directWrite),
+        chunked_16kb_mbps: round(chunk16k.mbps, 2), chunked_1mib_4_in_flight_mbps: round(chunk1mParallel.mbps, 1),
         put_100mib_rss_baseline_mib: round(big.baseline / MB, 1), put_100mib_rss_peak_mib: round(big.peak / MB, 1), put_100mib_rss_growth_mib: round(growthMiB, 1),
         put_100mib_mbps: round(big.value.mbps, 1),
         goals,
       },
       lines: [
-        `25MB file (${FILE_BYTES} bytes), embedded store, client in a child process; MB = MiB`,
-        `${"path".padEnd(width)}  ${"MB/s".padStart(8)}  ${"vs direct".padStart(9)}  vs bare http`,
-        ...rows.map(([name, v, base, bareBase]) => `${name.padEnd(width)}  ${v.toFixed(1).padStart(8)}  ${(name.startsWith("direct") ? "" : `${pct(v, base)}%`).padStart(9)}  ${bareBase ? `${pct(v, bareBase)}%` : ""}`),
+        `25MB file (${FILE_BYTES} bytes), embedded store, client in a child process; MB = MiB; ${rounds} rounds`,
+        "round  bare PUT  byte_upload_url PUT  ratio   bare GET  media.download  ratio   chunked 1MiB  / PUT",
+        ...perRound.map((x, i) => `${String(i + 1).padStart(5)}  ${f1(x.barePut).padStart(8)}  ${f1(x.put).padStart(19)}  ${putRatios[i]!.toFixed(2).padStart(5)}   ${f1(x.bareGet).padStart(8)}  ${f1(x.download).padStart(14)}  ${downloadRatios[i]!.toFixed(2).padStart(5)}   ${f1(x.chunk1m).padStart(12)}  ${chunkRatios[i]!.toFixed(2).padStart(5)}`),
         "",
-        `PUT ${put.mbps.toFixed(1)} MB/s = ${pct(put.mbps, directWrite)}% of direct write (goal >= 50%): ${goals.put_at_least_50pct_of_store_write ? "PASS" : "FAIL"}`,
-        `media.download ${download.toFixed(1)} MB/s = ${pct(download, directRead)}% of direct read (goal >= 50%): ${goals.download_at_least_50pct_of_store_read ? "PASS" : "FAIL"}`,
-        `chunked 1MiB ${chunk1m.mbps.toFixed(1)} MB/s = ${pct(chunk1m.mbps, directWrite)}% of direct write (goal >= 25%): ${goals.chunked_1mib_at_least_25pct_of_store_write ? "PASS" : "FAIL"}`,
+        `once: direct store write (fsync) ${f1(directWrite)} MB/s, read ${f1(directRead)} MB/s; chunked 16KB chunks ${chunk16k.mbps.toFixed(2)} MB/s (${chunk16k.calls} calls); chunked 1MiB, 4 in flight ${f1(chunk1mParallel.mbps)} MB/s`,
+        `byte_upload_url PUT / bare PUT+fsync: ${ratioRange(putRatios)} (goal >= 0.8): ${goals.put_at_least_80pct_of_bare ? "PASS" : "FAIL"}`,
+        `media.download / bare GET: ${ratioRange(downloadRatios)} (goal >= 0.8): ${goals.download_at_least_80pct_of_bare ? "PASS" : "FAIL"}`,
+        `chunked 1MiB / PUT: ${ratioRange(chunkRatios)} (goal >= 0.25): ${goals.chunked_1mib_at_least_25pct_of_put ? "PASS" : "FAIL"}`,
         `100 MiB byte_upload_url PUT at ${big.value.mbps.toFixed(1)} MB/s: server RSS ${(big.baseline / MB).toFixed(1)} -> peak ${(big.peak / MB).toFixed(1)} MiB, growth ${growthMiB.toFixed(1)} MiB (goal < 64): ${goals.put_100mib_rss_growth_under_64mib ? "PASS" : "FAIL"}`,
       ],
     };
@@ -212,6 +205,6 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
 
 export const transfersScenario: Scenario = {
   name: "transfers",
-  description: "25MB chunked upload (16KB, 1MiB), PUT and download vs the direct store; RSS of a 100 MiB PUT",
+  description: "25MB PUT and download vs a bare node:http file server, chunked 1MiB vs the PUT, alternated; RSS of a 100 MiB PUT",
   run,
 };

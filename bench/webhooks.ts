@@ -1,7 +1,7 @@
 /**
  * Webhook fan-out: 1,000 published collections, each with a webhook to one local https receiver,
  * each changed 10 times (collections.update through the JSON endpoint) within one coalescing
- * window (the default 30 s). Measures deliveries per second once the windows close, and the delay
+ * window (30 s by default; BENCH_WEBHOOK_WINDOW_MS on a loaded machine). Measures deliveries per second once the windows close, and the delay
  * from each window's end to its delivery at the receiver (p50, p99); checks exactly one delivery
  * per collection listing its ten changes, and the server's RSS before and after.
  * Goals: one delivery per collection per window, p99 < 2 s after the window closes, RSS flat.
@@ -13,10 +13,12 @@ import { startReceiver } from "../test/helpers/webhook-receiver.js";
 const COLLECTIONS = Number(process.env.BENCH_WEBHOOK_COLLECTIONS ?? 1000);
 const CHANGES = 10;
 const CONCURRENCY = 16;
+/** The coalescing window; a loaded machine needs a longer one for the 10,000 changes to fit in it. */
+const WINDOW_MS = Number(process.env.BENCH_WEBHOOK_WINDOW_MS ?? 30_000);
 
 async function run(_opts: BenchOptions): Promise<ScenarioReport> {
   const receiver = await startReceiver();
-  const bench = await startBenchSystem({ DB_POOL_MAX: "16", OUTBOUND_ALLOWED_HOSTS: "localhost", WEBHOOK_COALESCE_MS: "30000" });
+  const bench = await startBenchSystem({ DB_POOL_MAX: "16", OUTBOUND_ALLOWED_HOSTS: "localhost", WEBHOOK_COALESCE_MS: String(WINDOW_MS) });
   const { system, userId, call } = bench;
   try {
     // 1,000 published public collections of the bench user, seeded with SQL.
@@ -35,10 +37,10 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     const jobs = ids.flatMap((id) => Array.from({ length: CHANGES }, (_, i) => ({ id, i })));
     await pool(jobs, async ({ id, i }) => { await call({ op: "collections.update", collection_id: id, name: `Hooked ${id} v${i}` }); });
     const changeMs = Date.now() - changeStart;
-    if (changeMs > 25_000) throw new Error(`the ${jobs.length} changes took ${changeMs} ms, longer than one window`);
+    if (changeMs > WINDOW_MS * 0.85) throw new Error(`the ${jobs.length} changes took ${changeMs} ms, longer than one window (BENCH_WEBHOOK_WINDOW_MS=${WINDOW_MS})`);
 
-    // Wait for every window to close and deliver (the windows last 30 s).
-    const deadline = Date.now() + 120_000;
+    // Wait for every window to close and deliver.
+    const deadline = Date.now() + WINDOW_MS + 90_000;
     while (receiver.received.length < COLLECTIONS && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     await new Promise((r) => setTimeout(r, 2000));
     const rssAfter = process.memoryUsage().rss;
@@ -69,7 +71,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
         deliveries_per_s: round(rate, 1), peak_deliveries_per_s: peak, delay_p50_ms: round(p50, 1), delay_p99_ms: round(p99, 1), rss_before_mb: round(rssBefore / 2 ** 20, 1), rss_after_mb: round(rssAfter / 2 ** 20, 1), goals,
       },
       lines: [
-        `${COLLECTIONS} webhooks set in ${(setMs / 1000).toFixed(1)} s; ${jobs.length} collections.update calls in ${(changeMs / 1000).toFixed(1)} s (one 30 s window)`,
+        `${COLLECTIONS} webhooks set in ${(setMs / 1000).toFixed(1)} s; ${jobs.length} collections.update calls in ${(changeMs / 1000).toFixed(1)} s (one ${WINDOW_MS / 1000} s window)`,
         `deliveries: ${receiver.received.length} (${perCollection.size} collections; each listing ${CHANGES} changes: ${allChanges})`,
         `deliveries per second: ${rate.toFixed(1)} over the span of the windows closing, ${peak} in the busiest second; delay from window end to receipt p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms`,
         `server RSS ${(rssBefore / 2 ** 20).toFixed(0)} MiB before the changes, ${(rssAfter / 2 ** 20).toFixed(0)} MiB after the deliveries`,

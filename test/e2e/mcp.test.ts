@@ -88,6 +88,12 @@ test("no API key is needed, and a token works at initialize: the session id is i
   t.is(init.message.result.serverInfo.name, "collections-media");
   t.is(init.message.result.protocolVersion, "2025-06-18");
   t.truthy(init.message.result.capabilities.tools);
+  // Every protocol version the SDK supports is negotiated; an unknown one is refused on later requests.
+  const old = await rawPost(alice.token, { ...INIT, params: { ...INIT.params, protocolVersion: "2024-11-05" } });
+  t.is(old.message.result.protocolVersion, "2024-11-05");
+  const session = { "mcp-session-id": init.headers.get("mcp-session-id")! };
+  t.is((await rawPost(alice.token, { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, { ...session, "mcp-protocol-version": "2025-11-25" })).status, 200);
+  t.is((await rawPost(alice.token, { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, { ...session, "mcp-protocol-version": "1999-01-01" })).status, 400);
 });
 
 test("tools/list names every operation (operations.list), with operation.describe's request schema as input schema and the summary as description", async (t) => {
@@ -283,8 +289,13 @@ test("a deleted session is gone; a session belongs to its user; a request withou
   const bob = await sys.user();
   t.is((await rawPost(bob.token, list, { "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" })).status, 404, "another user's token cannot use it");
   t.is((await rawPost(alice.token, list)).status, 400, "no session id");
+  const get = await fetch(`${sys.url}/mcp`, { headers: { authorization: `Bearer ${alice.token}`, accept: "text/event-stream", "mcp-session-id": id } });
+  t.is(get.status, 405, "no stream of server-initiated messages");
+  t.is(get.headers.get("allow"), "POST, DELETE");
   await transport.terminateSession();
   await client.close();
+  const again = await fetch(`${sys.url}/mcp`, { method: "DELETE", headers: { authorization: `Bearer ${alice.token}`, "mcp-session-id": id } });
+  t.is(again.status, 404, "deleted once");
   const after = await rawPost(alice.token, list, { "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" });
   t.is(after.status, 404);
   t.is(after.message.error.code, -32001);
@@ -325,4 +336,36 @@ test("a token revoked at the auth service is refused at once, mid-session", asyn
   t.is((err as Error & { code?: number }).code, 401);
   t.regex(String(err?.message), /unauthorized/);
   await client.close().catch(() => {});
+});
+
+test("schema.get names the MCP endpoint and records the MCP renderings and rules", async (t) => {
+  const schema = await sys.must(alice.token, { op: "schema.get" });
+  t.is(schema.mcp_endpoint, `${sys.url}/mcp`);
+  t.regex(schema.decisions["media.download (MCP)"], /16384 bytes or less in content_base64/);
+  t.regex(schema.decisions["mcp tools"], /isError: true/);
+  t.regex(schema.decisions["mcp server"], /Mcp-Session-Id/);
+});
+
+test("MCP requests count against the same per-user rate limit as the JSON endpoint", async (t) => {
+  const limited = await startTestSystem({ RATE_LIMIT_PER_MINUTE: "3" });
+  t.teardown(() => limited.stop());
+  const u = await limited.user();
+  // Fixed one-minute windows: start well inside one, so that the four requests share it.
+  if (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 100));
+  const post = (body: unknown, headers: Record<string, string> = {}) => fetch(`${limited.url}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${u.token}`, ...headers },
+    body: JSON.stringify(body),
+  });
+  const init = await post(INIT);
+  t.is(init.status, 200);
+  t.is(init.headers.get("x-ratelimit-remaining"), "2");
+  const session = { "mcp-session-id": init.headers.get("mcp-session-id")! };
+  t.is((await limited.call(u.token, { op: "ping" })).status, 200);
+  t.is((await post({ jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, session)).status, 200);
+  const refused = await post({ jsonrpc: "2.0", id: 3, method: "tools/list", params: {} }, session);
+  t.is(refused.status, 429);
+  t.truthy(refused.headers.get("retry-after"));
+  t.is((await refused.json()).error, "rate_limited");
+  t.is((await limited.call(u.token, { op: "ping" })).status, 429, "and the JSON endpoint is refused too");
 });

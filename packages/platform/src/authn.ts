@@ -72,6 +72,8 @@ export function authenticateCalls(opts: { verifier: AssertionVerifier; tokens?: 
       }
       principal = await opts.tokens.resolve(token);
       if (!principal) throw new AppError("unauthorized", "The bearer token is invalid, expired or revoked.");
+      // A token bound to a resource (RFC 8707) works only there, and a service port is not it.
+      if (principal.user?.audience) throw new AppError("unauthorized", `This access token is bound to ${principal.user.audience} and works only there.`);
     }
     authorizeCall(req.method, principal);
     req.contextValues.set(principalKey, principal);

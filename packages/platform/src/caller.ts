@@ -16,6 +16,11 @@ export interface Caller {
   isAdmin: boolean;
   scopes: string[];
   tokenId: string;
+  /**
+   * The resource the token is bound to (RFC 8707), e.g. "{MCP_URL}/mcp"; empty or unset for a
+   * token without one. Known where the token was introspected; not carried between processes.
+   */
+  audience?: string;
 }
 
 export interface Principal {

@@ -11,9 +11,11 @@
  * must not change the response it got (neither does here).
  */
 import {
-  createContextValues, createHandlerContext, createServiceImplSpec, type ConnectRouter, type Interceptor, type MethodImplSpec, type Transport,
+  Code, ConnectError, createContextValues, createServiceImplSpec,
+  type ConnectRouter, type HandlerContext, type Interceptor, type MethodImplSpec, type Transport, type UnaryRequest, type UnaryResponse,
 } from "@connectrpc/connect";
-import { invokeUnaryImplementation, runUnaryCall } from "@connectrpc/connect/protocol";
+import { getAbortSignalReason, invokeUnaryImplementation } from "@connectrpc/connect/protocol";
+import { create } from "@bufbuild/protobuf";
 import type { DescMessage, DescService } from "@bufbuild/protobuf";
 
 export interface DirectTransportOptions {
@@ -43,41 +45,59 @@ function collect(routes: (router: ConnectRouter) => void): Map<string, MethodImp
   return specs;
 }
 
+/** The signal of an in-process call made without one: nothing aborts it. */
+const NEVER = new AbortController().signal;
+
+/**
+ * Connect's runUnaryCall and createHandlerContext give each call two deadline timers, four abort
+ * controllers and their listeners, and an AbortError built when the call ends: more than the
+ * rest of the hop in process, where nothing could stop a running handler anyway. Here the client
+ * interceptors and then the server side run over the caller's signal (if any) as it is; a
+ * deadline is still known to the handler through timeoutMs(), and failures reach the caller as
+ * ConnectErrors exactly as runUnaryCall makes them.
+ */
 export function createDirectTransport(opts: DirectTransportOptions): Transport {
   const specs = collect(opts.routes);
+
+  /** The server side of a call: the handler context, the server interceptors, the handler. */
+  const serve = async (req: UnaryRequest): Promise<UnaryResponse> => {
+    const spec = specs.get(`${req.service.typeName}/${req.method.name}`) as MethodImplSpec<DescMessage, DescMessage> & { kind: "unary" };
+    const deadline = deadlines.get(req.header);
+    const context: HandlerContext = {
+      service: req.service, method: req.method, protocolName: "in-process", requestMethod: "POST", url: req.url,
+      // The server side gets its own context values, as it would on another process.
+      signal: req.signal, timeoutMs: deadline === undefined ? noTimeout : () => deadline - Date.now(),
+      requestHeader: req.header, responseHeader: new Headers(), responseTrailer: new Headers(), values: createContextValues(),
+    };
+    const message = await invokeUnaryImplementation(spec, context, req.message, opts.serverInterceptors);
+    return { stream: false, service: req.service, method: req.method, header: context.responseHeader, trailer: context.responseTrailer, message } as UnaryResponse;
+  };
+  /**
+   * Deadlines (epoch ms) of the calls under way that have one, by the call's header object:
+   * interceptors may pass a copy of the request on, but with the same headers.
+   */
+  const deadlines = new WeakMap<Headers, number>();
+  // The client interceptors wrapped around the server side once, first interceptor outermost (as
+  // Connect's applyInterceptors does per call).
+  const call = opts.clientInterceptors.reduceRight<(req: UnaryRequest) => Promise<UnaryResponse>>((next, i) => i(next as never) as never, serve);
+
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const spec = specs.get(`${method.parent.typeName}/${method.name}`);
       if (spec?.kind !== "unary") return opts.streams.unary(method, signal, timeoutMs, header, input, contextValues);
-      return runUnaryCall({
-        interceptors: opts.clientInterceptors,
-        signal,
-        timeoutMs,
-        req: {
-          stream: false,
-          service: method.parent,
-          method,
-          requestMethod: "POST",
-          url: `in-process:/${method.parent.typeName}/${method.name}`,
-          header: new Headers(header),
-          contextValues: contextValues ?? createContextValues(),
-          message: input,
-        },
-        next: async (req) => {
-          // The server side gets its own context values, as it would on another process.
-          const context = createHandlerContext({
-            service: method.parent, method, protocolName: "in-process", requestMethod: "POST", url: req.url,
-            requestSignal: req.signal, requestHeader: req.header, timeoutMs,
-          });
-          try {
-            const message = await invokeUnaryImplementation(spec as MethodImplSpec<DescMessage, DescMessage> & { kind: "unary" }, context, req.message, opts.serverInterceptors);
-            return { stream: false, service: method.parent, method, header: context.responseHeader, trailer: context.responseTrailer, message } as never;
-          } finally {
-            context.abort();
-          }
-        },
-      });
+      const req: UnaryRequest = {
+        stream: false, service: method.parent, method, requestMethod: "POST", url: `in-process:/${method.parent.typeName}/${method.name}`,
+        header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: create(method.input, input), signal: signal ?? NEVER,
+      } as UnaryRequest;
+      if (timeoutMs !== undefined) deadlines.set(req.header, Date.now() + timeoutMs);
+      try {
+        return await call(req) as never;
+      } catch (reason) {
+        throw req.signal.aborted ? ConnectError.from(getAbortSignalReason(req.signal), Code.Canceled) : ConnectError.from(reason);
+      }
     },
     stream: (...args) => opts.streams.stream(...args),
   };
 }
+
+const noTimeout = () => undefined;

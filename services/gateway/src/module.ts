@@ -12,7 +12,7 @@ import { createMeta } from "./app/meta.js";
 import { PUBLIC_SERVICES } from "./app/public-services.js";
 import { buildRegistry } from "./app/registry.js";
 import { createOperationRunner } from "./app/run-operation.js";
-import { bearerOf, createAdmission } from "./http/admission.js";
+import { acceptsAudience, bearerOf, createAdmission } from "./http/admission.js";
 import { PLAYER_ASSETS } from "./domain/player-page.js";
 import { createPlayerPages } from "./app/player-pages.js";
 import { assetsVersion, createAssetHandler } from "./http/assets.js";
@@ -20,7 +20,7 @@ import { createPlayerPageHandler, isPagePath } from "./http/player-page.js";
 import { DOWNLOAD_PREFIX, MEDIA_PROXY_PREFIX, createDownloadLinkHandler, createMediaProxyHandler } from "./http/download-routes.js";
 import { DROP_PREFIX, createDropHandler } from "./http/drop-page.js";
 import { createObjectStreamer } from "./http/object-stream.js";
-import { createOpEndpoint } from "./http/op-endpoint.js";
+import { OP_PATH, createOpEndpoint } from "./http/op-endpoint.js";
 import { close, createGatewayServer, listen } from "./http/server.js";
 import { createUploadHandler } from "./http/upload-routes.js";
 import { embeddedApiKey } from "./store/embedded-api-key.js";
@@ -28,6 +28,8 @@ import { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { ACCOUNT_ASSETS } from "./domain/account-pages.js";
 import { createAccountRoutes } from "./http/account-routes.js";
+import { authorizationFlowOf, createAuthorizePage } from "./http/authorize-page.js";
+import { createOAuthEndpoints } from "./http/oauth-endpoints.js";
 import { cookieNames, signedIn } from "./http/web-session.js";
 import { createPlayerChannel } from "./app/player-channel.js";
 import { PLAYER_EVENTS_PATH, createPlayerEventsHandler } from "./http/player-events.js";
@@ -61,7 +63,7 @@ export const gatewayModule: GatewayModule = {
     await ctx.bus.onBroadcast(EVENTS.tokenRevoked, (p) => tokens.forget(String(p.token_hash)));
     const rateLimiter = config.target === "all" ? createMemoryRateLimiter(config.rateLimitPerMinute) : createPgRateLimiter(db, config.rateLimitPerMinute);
     const idempotency = createIdempotencyStore(db);
-    const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter });
+    const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter, resource: () => `${config.baseUrl}${OP_PATH}` });
     const streamObject = createObjectStreamer(ctx.store, log);
     const dispatch = createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS });
     const mcpSessions = config.target === "all" ? createMemoryMcpSessions(config.mcpSessions) : createPgMcpSessions(db, config.mcpSessions);
@@ -69,14 +71,23 @@ export const gatewayModule: GatewayModule = {
     const social = () => clients.get(SocialService);
     const assetVersion = assetsVersion(PLAYER_ASSETS);
     const playerChannel = createPlayerChannel({ bus: ctx.bus, social, log });
+    const accountAssets = assetsVersion(ACCOUNT_ASSETS);
+    const auth = () => clients.get(AuthService);
     const account = createAccountRoutes({
-      auth: () => clients.get(AuthService), tokens, secret: config.grantSecret!, appUrl: () => config.appUrl,
-      assetVersion: assetsVersion(ACCOUNT_ASSETS), log,
+      auth, tokens, secret: config.grantSecret!, appUrl: () => config.appUrl, assetVersion: accountAssets, log,
+      authorize: (req, res) => authorizePage(req, res),
+      flowOf: (returnTo) => authorizationFlowOf(auth, returnTo),
     });
+    const authorizePage = createAuthorizePage({ auth, tokens, account, secret: config.grantSecret!, issuer: () => config.baseUrl, assetVersion: accountAssets });
+    const oauthEndpoints = createOAuthEndpoints({ auth, rateLimiter, baseUrl: () => config.baseUrl, appUrl: () => config.appUrl, log });
     // The signed-in user of a page request: a bearer token, or the web session's cookie.
     const viewerOf = async (req: import("node:http").IncomingMessage) => {
       const token = bearerOf(req.headers.authorization);
-      if (token) return tokens.resolve(token);
+      if (token) {
+        const caller = await tokens.resolve(token);
+        // A token bound to another resource (the MCP endpoint) does not open the player.
+        return caller && acceptsAudience(caller, undefined) ? caller : undefined;
+      }
       return (await signedIn(req, cookieNames(config.appUrl), tokens))?.caller;
     };
     await playerChannel.start();
@@ -104,6 +115,7 @@ export const gatewayModule: GatewayModule = {
       pages: [
         [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ viewerOf, channel: playerChannel, social, log })],
         ...account.pages,
+        ...oauthEndpoints.pages,
         ...createMcpRoutes({ registry, admit, sessions: mcpSessions, run: runOperation, store: ctx.store, config, log }),
       ],
       sharePage: {

@@ -14,6 +14,10 @@ import type { RateLimiter } from "../src/store/rate-limit-store.ts";
 const KEY = "cms_key_test";
 const alice: Caller = { userId: "u-alice", username: "alice", plan: "free", isAdmin: false, scopes: ["collections:read", "media:read"], tokenId: "t1" };
 const bob: Caller = { ...alice, userId: "u-bob", username: "bob", scopes: ["collections:read"], tokenId: "t2" };
+const MCP = "https://mcp.example.com/mcp";
+/** Alice's token bound (RFC 8707) to the MCP endpoint, and one bound to some other resource. */
+const aliceAtMcp: Caller = { ...alice, tokenId: "t3", audience: MCP };
+const aliceElsewhere: Caller = { ...alice, tokenId: "t4", audience: "https://other.example.com/api" };
 
 /** A request as admission reads it. */
 function request(headers: Record<string, string>, remoteAddress = "203.0.113.9"): AdmissionRequest {
@@ -21,7 +25,7 @@ function request(headers: Record<string, string>, remoteAddress = "203.0.113.9")
 }
 
 /** The fakes and what they saw. */
-function setup(opts: { limit?: number; resetMs?: number } = {}) {
+function setup(opts: { limit?: number; resetMs?: number; resource?: string } = {}) {
   const limit = opts.limit ?? 3;
   const hits: string[] = [];
   const resolved: string[] = [];
@@ -29,7 +33,7 @@ function setup(opts: { limit?: number; resetMs?: number } = {}) {
   const tokens: TokenResolver = {
     async resolve(token) {
       resolved.push(token);
-      return ({ "tok-alice": alice, "tok-bob": bob } as Record<string, Caller>)[token];
+      return ({ "tok-alice": alice, "tok-bob": bob, "tok-mcp": aliceAtMcp, "tok-other": aliceElsewhere } as Record<string, Caller>)[token];
     },
     forget() {},
   };
@@ -45,7 +49,8 @@ function setup(opts: { limit?: number; resetMs?: number } = {}) {
   };
   const headers = new Map<string, string>();
   const res = { setHeader: (name: string, value: string) => headers.set(name, value) };
-  return { admit: createAdmission({ apiKeys, tokens, rateLimiter }), res, headers, hits, resolved };
+  const resource = opts.resource;
+  return { admit: createAdmission({ apiKeys, tokens, rateLimiter, resource: resource ? () => resource : undefined }), res, headers, hits, resolved };
 }
 
 const anyone = { authorize: () => {} };
@@ -183,4 +188,31 @@ test("the media proxy's rule: a user's token with media:read, the missing token 
   const ok = await admit(request({ apikey: KEY, authorization: "Bearer tok-alice" }), res, { authorize: mayReadMedia });
   t.is(ok.caller, alice);
   t.deepEqual(hits, ["u:u-alice"]);
+});
+
+test("a bearer-only route (the MCP endpoint) takes no API key: the token alone, then the rate limit", async (t) => {
+  const { admit, res, headers, hits } = setup();
+  const needsUser = { bearerOnly: true, authorize: (who: Caller | undefined) => { if (!who) throw new AppError("unauthorized", "Missing access token."); } };
+  const ok = await admit(request({ authorization: "Bearer tok-alice" }), res, needsUser);
+  t.is(ok.caller, alice);
+  t.deepEqual(hits, ["u:u-alice"]);
+  t.is(headers.get("x-ratelimit-remaining"), "2");
+  // A wrong API key does not matter there; a missing or unknown token does.
+  t.is((await admit(request({ authorization: "Bearer tok-alice", apikey: "wrong" }), res, needsUser)).caller, alice);
+  t.is((await refusal(t, admit(request({}), res, needsUser))).code, "unauthorized");
+  t.is((await refusal(t, admit(request({ authorization: "Bearer tok-nobody" }), res, needsUser))).detail, "The access token is invalid, expired or revoked.");
+  t.deepEqual(hits, ["u:u-alice", "u:u-alice"], "refused requests are not counted");
+  // Elsewhere the key is still required.
+  t.is((await refusal(t, admit(request({ authorization: "Bearer tok-alice" }), res, anyone))).code, "unauthorized");
+});
+
+test("audience-bound tokens: the MCP endpoint takes its own and unbound ones, the JSON endpoint only unbound ones", async (t) => {
+  const { admit, res } = setup({ resource: "https://api.example.com/functions/v1/thirdparty-v1" });
+  const mcpRule = { bearerOnly: true, resource: () => MCP, authorize: (who: Caller | undefined) => { if (!who) throw new AppError("unauthorized", "Missing access token."); } };
+  t.is((await admit(request({ authorization: "Bearer tok-mcp" }), res, mcpRule)).caller, aliceAtMcp);
+  t.is((await admit(request({ authorization: "Bearer tok-alice" }), res, mcpRule)).caller, alice, "CLI tokens have no audience");
+  t.regex((await refusal(t, admit(request({ authorization: "Bearer tok-other" }), res, mcpRule))).detail, /bound to https:\/\/other\.example\.com\/api/);
+  const json = { apikey: KEY };
+  t.is((await refusal(t, admit(request({ ...json, authorization: "Bearer tok-mcp" }), res, anyone))).code, "unauthorized", "a token for the MCP endpoint is refused at the JSON endpoint");
+  t.is((await admit(request({ ...json, authorization: "Bearer tok-alice" }), res, anyone)).caller, alice);
 });

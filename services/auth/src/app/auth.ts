@@ -4,12 +4,25 @@
  */
 import { AppError, isUniqueViolation } from "@cms/platform";
 import type { AuthStore, UserRow } from "../store/auth-store.js";
-import { hashPassword, passwordProblem } from "../domain/passwords.js";
+import { DEFAULT_SCRYPT, hashPassword, passwordProblem, type ScryptParams } from "../domain/passwords.js";
 import { DEFAULT_TOKEN_TTL_SECONDS, SERVICE_CREDENTIAL_PREFIX, hashSecret, isTokenActive, newAccessToken, newApiKey, newServiceCredential, PLANS, type Plan, parseScopes } from "../domain/tokens.js";
 
 export const USERNAME_PATTERN = /^[a-z0-9_-]{1,63}$/;
 
-export function createAuth(store: AuthStore) {
+export interface AuthOptions {
+  now?: () => Date;
+  /** The parameters new passwords are hashed with; tests pass cheaper ones. */
+  scrypt?: ScryptParams;
+}
+
+export function createAuth(store: AuthStore, opts: AuthOptions = {}) {
+  const now = opts.now ?? (() => new Date());
+  /** The hash of an acceptable new password; an unacceptable one is refused naming the rule. */
+  const newPasswordHash = async (password: string): Promise<string> => {
+    const problem = passwordProblem(password);
+    if (problem) throw new AppError("invalid_request", problem, { field: "password" });
+    return hashPassword(password, opts.scrypt ?? DEFAULT_SCRYPT);
+  };
   return {
     /** A new user; with a password, one that can sign in on the web pages. */
     async createUser(username: string, plan: string, isAdmin: boolean, password?: string): Promise<UserRow> {
@@ -40,15 +53,21 @@ export function createAuth(store: AuthStore) {
         throw new AppError("invalid_request", (err as Error).message, { field: "scopes" });
       }
       const token = newAccessToken();
-      const expiresAt = new Date(Date.now() + (opts.ttlSeconds || DEFAULT_TOKEN_TTL_SECONDS) * 1000);
+      const expiresAt = new Date(now().getTime() + (opts.ttlSeconds || DEFAULT_TOKEN_TTL_SECONDS) * 1000);
       const row = await store.insertToken({ tokenHash: hashSecret(token), userId: user.id, scopes: parsed, clientId: opts.clientId ?? "", expiresAt });
       return { accessToken: token, scopes: parsed, expiresAt, tokenId: row.id };
     },
 
     async introspect(token: string) {
       const row = await store.tokenWithUser(hashSecret(token));
-      if (!row || !isTokenActive(row)) return undefined;
+      if (!row || !isTokenActive(row, now())) return undefined;
       return row;
+    },
+
+    /** Revokes a token; whether it was live, and its hash (for the revocation broadcast). */
+    async revokeToken(token: string): Promise<{ revoked: boolean; tokenHash: string }> {
+      const tokenHash = hashSecret(token);
+      return { revoked: await store.revokeToken(tokenHash), tokenHash };
     },
 
     /** The name of the service a live service credential identifies. */
@@ -75,13 +94,6 @@ export function createAuth(store: AuthStore) {
       return apikey ? store.apiKeyExists(hashSecret(apikey)) : false;
     },
   };
-}
-
-/** The hash of an acceptable new password; an unacceptable one is refused naming the rule. */
-async function newPasswordHash(password: string): Promise<string> {
-  const problem = passwordProblem(password);
-  if (problem) throw new AppError("invalid_request", problem, { field: "password" });
-  return hashPassword(password);
 }
 
 export type Auth = ReturnType<typeof createAuth>;

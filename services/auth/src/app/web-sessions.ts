@@ -5,7 +5,7 @@
  * costs as much time as a wrong password.
  */
 import { AppError } from "@cms/platform";
-import { dummyHash, hashPassword, needsRehash, verifyPassword } from "../domain/passwords.js";
+import { DEFAULT_SCRYPT, dummyHash, hashPassword, needsRehash, verifyPassword, type ScryptParams } from "../domain/passwords.js";
 import { DEFAULT_THROTTLE, SIGN_IN_FAILED, WEB_SESSION_PREFIX, WEB_SESSION_TTL_MS, newWebSessionToken, throttleDecision, throttleKeys, tooManyAttempts, type ThrottlePolicy } from "../domain/sign-in.js";
 import { hashSecret, isTokenActive } from "../domain/tokens.js";
 import type { AuthStore, UserRow, WebSessionRow } from "../store/auth-store.js";
@@ -13,11 +13,14 @@ import type { AuthStore, UserRow, WebSessionRow } from "../store/auth-store.js";
 export interface WebSessionsOptions {
   throttle?: ThrottlePolicy;
   now?: () => Date;
+  /** The parameters passwords are (re-)hashed with; tests pass cheaper ones. */
+  scrypt?: ScryptParams;
 }
 
 export function createWebSessions(store: AuthStore, opts: WebSessionsOptions = {}) {
   const policy = opts.throttle ?? DEFAULT_THROTTLE;
   const now = opts.now ?? (() => new Date());
+  const scrypt = opts.scrypt ?? DEFAULT_SCRYPT;
 
   return {
     /** Signs a user in from `address`; the new session's token (shown once) and user. */
@@ -39,11 +42,11 @@ export function createWebSessions(store: AuthStore, opts: WebSessionsOptions = {
       const user = await store.userWithPassword(username.trim().toLowerCase());
       const stored = user?.password_hash ?? null;
       // Verified against a dummy hash when there is no account or password: same cost, same answer.
-      const matches = await verifyPassword(password, stored ?? await dummyHash());
+      const matches = await verifyPassword(password, stored ?? await dummyHash(scrypt));
       if (!user || !stored || !matches) throw new AppError("unauthorized", SIGN_IN_FAILED);
       await store.forgetSignInAttempts(attemptIds);
       await store.clearSignInAttempts(keys.account);
-      if (needsRehash(stored)) await store.setPasswordHash(user.username, await hashPassword(password));
+      if (needsRehash(stored, scrypt)) await store.setPasswordHash(user.username, await hashPassword(password, scrypt));
       const token = newWebSessionToken();
       const expiresAt = new Date(at.getTime() + WEB_SESSION_TTL_MS);
       await store.insertWebSession({ tokenHash: hashSecret(token), userId: user.id, expiresAt });

@@ -77,11 +77,15 @@ export function needsRehash(encoded: string, params: ScryptParams = DEFAULT_SCRY
   return !parsed || parsed.params.ln !== params.ln || parsed.params.r !== params.r || parsed.params.p !== params.p || parsed.key.length !== KEY_BYTES;
 }
 
-let dummy: Promise<string> | undefined;
+const dummies = new Map<string, Promise<string>>();
 /**
  * A hash to verify against when the user does not exist or has no password, so that a wrong
  * username costs as much time as a wrong password and the answer's timing names no account.
+ * One per parameter set, made under the parameters real hashes are made with.
  */
-export function dummyHash(): Promise<string> {
-  return (dummy ??= hashPassword(randomBytes(16).toString("hex")));
+export function dummyHash(params: ScryptParams = DEFAULT_SCRYPT): Promise<string> {
+  const key = `${params.ln},${params.r},${params.p}`;
+  let dummy = dummies.get(key);
+  if (!dummy) dummies.set(key, dummy = hashPassword(randomBytes(16).toString("hex"), params));
+  return dummy;
 }

@@ -1,18 +1,48 @@
 /** Thin Connect handlers of AuthService. */
 import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { AuthService, UserSchema } from "@cms/contracts/auth/v1/auth_pb";
+import { AuthService, UserSchema, OAuthErrorSchema, type AuthorizationRequest as AuthorizationRequestMsg } from "@cms/contracts/auth/v1/auth_pb";
 import { EVENTS, requireCaller, type ServiceBus } from "@cms/platform";
 import type { Auth } from "../app/auth.js";
 import type { WebSessions } from "../app/web-sessions.js";
+import { AuthorizationRefused, type AuthorizationRequest, type OAuth } from "../app/oauth.js";
+import { OAuthError } from "../domain/oauth.js";
 import type { AuthStore, UserRow } from "../store/auth-store.js";
-import { ALL_SCOPES, hashSecret } from "../domain/tokens.js";
+import { ALL_SCOPES } from "../domain/tokens.js";
 
 function userMsg(u: UserRow) {
   return create(UserSchema, { userId: u.id, username: u.username, plan: u.plan, isAdmin: u.is_admin, createdAt: u.created_at.toISOString() });
 }
 
-export function authRoutes(auth: Auth, sessions: WebSessions, store: AuthStore, bus: ServiceBus) {
+function requestOf(m: AuthorizationRequestMsg | undefined): AuthorizationRequest {
+  return {
+    clientId: m?.clientId ?? "", redirectUri: m?.redirectUri ?? "", responseType: m?.responseType ?? "", codeChallenge: m?.codeChallenge ?? "",
+    codeChallengeMethod: m?.codeChallengeMethod ?? "", scope: m?.scope, resources: m?.resource ?? [],
+  };
+}
+
+const oauthError = (e: OAuthError) => create(OAuthErrorSchema, { error: e.code, errorDescription: e.description });
+
+/** Runs an OAuth use case; its refusal becomes the response's error (other failures stay RPC errors). */
+async function refusable<T extends object>(run: () => Promise<T>): Promise<T | { error: ReturnType<typeof oauthError>; redirectable: boolean }> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof AuthorizationRefused) return { error: oauthError(err.error), redirectable: err.redirectable };
+    if (err instanceof OAuthError) return { error: oauthError(err), redirectable: false };
+    throw err;
+  }
+}
+
+export interface AuthApps {
+  auth: Auth;
+  sessions: WebSessions;
+  oauth: OAuth;
+  store: AuthStore;
+  bus: ServiceBus;
+}
+
+export function authRoutes({ auth, sessions, oauth, store, bus }: AuthApps) {
   return (router: ConnectRouter) =>
     router.service(AuthService, {
       async introspectToken(req) {
@@ -25,7 +55,7 @@ export function authRoutes(auth: Auth, sessions: WebSessions, store: AuthStore, 
         }
         const row = await auth.introspect(req.token);
         if (!row) return { active: false };
-        return { active: true, user: userMsg(row.user), scopes: row.scopes, expiresAt: row.expires_at.toISOString(), tokenId: row.id };
+        return { active: true, user: userMsg(row.user), scopes: row.scopes, expiresAt: row.expires_at.toISOString(), tokenId: row.id, audience: row.audience, clientId: row.client_id };
       },
       async createUser(req) {
         return userMsg(await auth.createUser(req.username, req.plan || "free", req.isAdmin, req.password));
@@ -35,8 +65,7 @@ export function authRoutes(auth: Auth, sessions: WebSessions, store: AuthStore, 
         return { accessToken: t.accessToken, scopes: t.scopes, expiresAt: t.expiresAt.toISOString(), tokenId: t.tokenId };
       },
       async revokeToken(req) {
-        const tokenHash = hashSecret(req.token);
-        const revoked = await store.revokeToken(tokenHash);
+        const { revoked, tokenHash } = await auth.revokeToken(req.token);
         bus.broadcast(EVENTS.tokenRevoked, { token_hash: tokenHash });
         return { revoked };
       },
@@ -62,11 +91,40 @@ export function authRoutes(auth: Auth, sessions: WebSessions, store: AuthStore, 
         if (out.signedOut) bus.broadcast(EVENTS.tokenRevoked, { token_hash: out.tokenHash });
         return { signedOut: out.signedOut };
       },
+      async checkAuthorization(req) {
+        return refusable(async () => {
+          const c = await oauth.checkAuthorization(requestOf(req.request), req.sessionToken || undefined);
+          const username = c.userId && req.sessionToken ? (await sessions.resolve(req.sessionToken))?.user.username ?? "" : "";
+          return { clientName: c.client.name, scopes: c.scopes, audience: c.audience, consented: c.consented, username, redirectable: true };
+        });
+      },
+      async issueAuthorizationCode(req) {
+        return refusable(async () => ({ code: (await oauth.issueCode(requestOf(req.request), req.sessionToken)).code, redirectable: true }));
+      },
+      async exchangeToken(req) {
+        return refusable(async () => {
+          const t = await oauth.token({
+            grantType: req.grantType, code: req.code || undefined, redirectUri: req.redirectUri || undefined, codeVerifier: req.codeVerifier || undefined,
+            refreshToken: req.refreshToken || undefined, scope: req.scope, resources: req.resource, clientId: req.clientId || undefined,
+            clientSecret: req.clientSecret || undefined,
+          });
+          return { accessToken: t.access_token, tokenType: t.token_type, expiresIn: t.expires_in, refreshToken: t.refresh_token, scope: t.scope };
+        });
+      },
+      async registerClient(req) {
+        return refusable(async () => {
+          const { client, secret } = await oauth.registerClient({
+            name: req.clientName, redirectUris: req.redirectUris, confidential: req.confidential, scope: req.scope, registeredBy: req.registeredBy as "cli" | "dynamic",
+          });
+          return {
+            clientId: client.client_id, clientSecret: secret ?? "", clientName: client.name, redirectUris: client.redirect_uris,
+            clientIdIssuedAt: BigInt(Math.floor(client.created_at.getTime() / 1000)), scope: (client.scopes ?? []).join(" "),
+          };
+        });
+      },
       async revokeMcpSession(_req, ctx) {
         const caller = requireCaller(ctx);
-        const hashes = await store.revokeMcpTokens(caller.userId, caller.tokenId);
-        for (const h of hashes) bus.broadcast(EVENTS.tokenRevoked, { token_hash: h });
-        return { revoked: hashes.length };
+        return oauth.revokeMcpSession(caller.userId, caller.tokenId);
       },
     });
 }

@@ -2,6 +2,7 @@
 import type { Knex } from "knex";
 import type { MigrationList } from "@cms/platform";
 import type { Plan } from "../domain/tokens.js";
+import { oauthMigrations } from "./oauth-store.js";
 
 export const migrations: MigrationList = [
   ["20261122000000_users_tokens", {
@@ -73,6 +74,7 @@ export const migrations: MigrationList = [
       });
     },
   }],
+  ...oauthMigrations,
 ];
 
 export interface ServiceCredentialRow {
@@ -97,6 +99,10 @@ export interface TokenRow {
   client_id: string;
   expires_at: Date;
   revoked_at: Date | null;
+  /** RFC 8707 audience; "" for none. */
+  audience: string;
+  /** The OAuth grant that issued it, if any. */
+  grant_id: string | null;
 }
 
 export interface WebSessionRow {
@@ -114,8 +120,6 @@ export interface AuthStore {
   insertToken(t: { tokenHash: string; userId: string; scopes: string[]; clientId: string; expiresAt: Date }): Promise<TokenRow>;
   tokenWithUser(tokenHash: string): Promise<(TokenRow & { user: UserRow }) | undefined>;
   revokeToken(tokenHash: string): Promise<boolean>;
-  /** Revokes the user's tokens issued to MCP clients plus the given one; returns their hashes. */
-  revokeMcpTokens(userId: string, currentTokenId: string): Promise<string[]>;
   /** Sets (or replaces) a user's password hash; false when there is no such user. */
   setPasswordHash(username: string, hash: string): Promise<boolean>;
   /** A user and the password hash stored for them (null when none is set). */
@@ -172,22 +176,13 @@ export function createAuthStore(db: Knex): AuthStore {
       if (!row) return undefined;
       return {
         id: row.id, token_hash: row.token_hash, user_id: row.user_id, scopes: row.scopes, client_id: row.client_id,
-        expires_at: row.expires_at, revoked_at: row.revoked_at,
+        expires_at: row.expires_at, revoked_at: row.revoked_at, audience: row.audience, grant_id: row.grant_id,
         user: { id: row.user_id, username: row.username, plan: row.plan, is_admin: row.is_admin, created_at: row.user_created_at },
       };
     },
     async revokeToken(tokenHash) {
       const n = await db("tokens").where({ token_hash: tokenHash }).whereNull("revoked_at").update({ revoked_at: db.fn.now() });
       return n > 0;
-    },
-    async revokeMcpTokens(userId, currentTokenId) {
-      const rows = await db("tokens")
-        .where({ user_id: userId })
-        .whereNull("revoked_at")
-        .andWhere((q) => q.where("client_id", "like", "mcp%").orWhere("id", currentTokenId))
-        .update({ revoked_at: db.fn.now() })
-        .returning("token_hash");
-      return rows.map((r: { token_hash: string }) => r.token_hash);
     },
     async setPasswordHash(username, hash) {
       return (await db("users").where({ username }).update({ password_hash: hash })) > 0;

@@ -24,12 +24,12 @@ export function internalUseCases(app: AppContext) {
   return {
     /** May this user do this on this collection? Nothing is cached. */
     async checkAccess(userId: string, id: number, action: AccessAction): Promise<AccessAnswer> {
-      const row = await stores.collections.byId(id);
+      const row = await stores.collections.accessOf(id, userId);
       if (!row) return { exists: false, allowed: false, isOwner: false, ownerUserId: "", isArchived: false, isDeleted: false, deniedPermission: "" };
       const base = { exists: true, ownerUserId: row.user_id, isArchived: row.is_archived, isDeleted: row.is_deleted, isPublished: row.is_published };
       if (row.is_deleted) return { ...base, allowed: false, isOwner: row.user_id === userId, deniedPermission: "" };
       if (userId && row.user_id === userId) return { ...base, allowed: true, isOwner: true, deniedPermission: "" };
-      const m = userId ? await stores.collaborators.membership(id, userId) : undefined;
+      const m = userId ? row.membership : undefined;
       if (action === "read") {
         const publicRead = row.is_published && (row.share_access_level === "public" || (row.share_access_level === "registered" && Boolean(userId)));
         return { ...base, allowed: Boolean(m) || publicRead, isOwner: false, deniedPermission: "" };

@@ -49,6 +49,9 @@ export interface ListFilter {
   offset: number;
 }
 
+/** A collection as CheckAccess sees it; membership is the user's accepted one, if any. */
+export type AccessRow = Pick<CollectionRow, "user_id" | "is_archived" | "is_deleted" | "is_published" | "share_access_level"> & { membership?: Membership };
+
 /** A part of the collections a search or browse looks in. */
 export type Scope = "own" | "shared" | "public" | "following" | "liked";
 /** The order of collections.browse. */
@@ -70,6 +73,11 @@ export interface CoverRow { id: number; is_deleted: boolean; thumbnail_url: stri
 export interface CollectionsStore {
   /** A collection, deleted ones included; with lock, locked until the unit of work ends. */
   byId(id: number, opts?: { lock?: boolean }): Promise<CollectionRow | undefined>;
+  /**
+   * What CheckAccess reads of a collection, with the user's accepted membership (none for an
+   * empty userId), in one statement: it runs before every media operation.
+   */
+  accessOf(id: number, userId: string): Promise<AccessRow | undefined>;
   /** Locks collections in id order (lifecycle changes of overlapping sets take turns). */
   lockAll(ids: number[]): Promise<void>;
   /** An id from the collections' sequence, for a row inserted later (cover keys carry it). */

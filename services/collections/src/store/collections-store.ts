@@ -123,6 +123,17 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       if (opts.lock) b.forUpdate();
       return b as Promise<CollectionRow | undefined>;
     },
+    async accessOf(id, userId) {
+      const { rows: [r] } = await q.raw(
+        `SELECT c.user_id, c.is_archived, c.is_deleted, c.is_published, c.share_access_level, m.can_upload, m.can_edit, m.can_delete
+         FROM collections c LEFT JOIN collaborators m ON m.collection_id = c.id AND m.user_id = CAST(NULLIF(?, '') AS uuid) AND m.status = 'accepted'
+         WHERE c.id = ?`,
+        [userId, id],
+      );
+      if (!r) return undefined;
+      const { can_upload, can_edit, can_delete, ...row } = r;
+      return can_upload === null ? row : { ...row, membership: { can_upload, can_edit, can_delete } };
+    },
     async lockAll(ids) {
       if (ids.length) await q("collections").whereIn("id", ids).orderBy("id").forUpdate().select("id");
     },
@@ -179,9 +190,12 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       if (f.nameContains) b.whereRaw("name ILIKE ?", [`%${escapeLike(f.nameContains)}%`]);
       if (f.tag) b.whereRaw("? = ANY(tags)", [f.tag.toLowerCase()]);
       if (f.isNsfw !== undefined) b.where({ is_nsfw: f.isNsfw });
-      const [{ total }] = await b.clone().count<{ total: number }[]>("* as total");
-      const rows = await b.select(COLLECTION_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(f.limit).offset(f.offset);
-      return { rows: rows as CollectionRow[], total: Number(total) };
+      // One statement: the page, and its total from a count subquery that runs once.
+      const rows: Array<CollectionRow & { total?: number }> = await b.clone().select(COLLECTION_COLUMNS).select(b.clone().count("*").as("total"))
+        .orderBy([{ column: "position" }, { column: "id" }]).limit(f.limit).offset(f.offset);
+      const total = rows.length ? Number(rows[0]!.total) : Number((await b.clone().count<{ total: number }[]>("* as total"))[0]!.total);
+      for (const r of rows) delete r.total;
+      return { rows, total };
     },
     async ownedForReorder(userId) {
       return q("collections").select(COLLECTION_COLUMNS).where({ user_id: userId, is_deleted: false })

@@ -120,8 +120,12 @@ export interface ConsentModel {
 }
 
 export function renderConsent(m: ConsentModel): string {
-  const items = m.scopes.length
-    ? m.scopes.map((s) => {
+  // In one order whatever the request's: by resource, reading before changing before deleting.
+  const order = Object.keys(SCOPE_WORDS);
+  const rank = (s: string) => (order.includes(s) ? order.indexOf(s) : order.length);
+  const scopes = [...m.scopes].sort((a, b) => rank(a) - rank(b));
+  const items = scopes.length
+    ? scopes.map((s) => {
       const w = SCOPE_WORDS[s] ?? { text: s, kind: "read" as const };
       return `<li><span class="dot ${w.kind}" aria-hidden="true"></span><span>${escapeHtml(w.text)}</span></li>`;
     }).join("\n")
@@ -131,8 +135,8 @@ ${hidden([{ name: "csrf", value: m.csrf }, { name: "decision", value }])}
 <button class="${cls}" type="submit" name="submit" value="${value}">${label}</button>
 </form>`;
   return page(`Allow ${m.clientName}?`, m.assetVersion, `<h1>Allow <span class="client">${escapeHtml(m.clientName)}</span> to use your account?</h1>
-<p class="lead">It will be able to:</p>
 ${whoBox(m.username, m.signOutAction, m.csrf, m.returnTo)}
+<p class="lead">It will be able to:</p>
 <ul class="scopes">
 ${items}
 </ul>
@@ -140,7 +144,7 @@ ${items}
 ${decision("deny", "Deny", "secondary")}
 ${decision("allow", "Allow", "primary")}
 </div>
-<p class="fine">You will be sent back to <code>${escapeHtml(m.redirectUri)}</code>. You can revoke its access at any time (mcp.revoke_session ends AI agents' sessions).</p>`);
+<p class="fine">Allow only applications you trust. Either way you will be sent back to <code>${escapeHtml(m.redirectUri)}</code>.</p>`);
 }
 
 export interface ProblemModel {

@@ -32,6 +32,8 @@ export interface AccountDeps {
   log: Logger;
   /** The OAuth authorization page, for `/?oauth=1` (GET shows it, POST takes the consent decision). */
   authorize?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  /** The client name and form targets of the authorization request a return path continues, if any. */
+  flowOf?: (returnTo: string) => Promise<{ clientName?: string; formAction?: string[] }>;
 }
 
 /** Headers of every page: never cached, never framed, no script, forms posting where `formAction` allows. */
@@ -82,9 +84,11 @@ export function localPath(value: string | null | undefined): string {
 export function createAccountRoutes(deps: AccountDeps) {
   const names = (): CookieNames => cookieNames(deps.appUrl());
 
-  function signInPage(req: IncomingMessage, res: ServerResponse, status: number, opts: { returnTo: string; username?: string; error?: string; clientName?: string; headers?: Record<string, string> }): void {
+  /** The sign-in form; `formAction` names where the sign-in may end up (an OAuth client's redirect URI). */
+  function signInPage(req: IncomingMessage, res: ServerResponse, status: number, opts: { returnTo: string; username?: string; error?: string; clientName?: string; headers?: Record<string, string>; formAction?: string[] }): void {
     const csrf = csrfToken(deps.secret, { presession: presessionOf(req, res, names()) });
-    sendPage(res, status, renderSignIn({ assetVersion: deps.assetVersion, action: SIGN_IN_PATH, csrf, ...opts }), { headers: opts.headers });
+    const { headers, formAction, ...model } = opts;
+    sendPage(res, status, renderSignIn({ assetVersion: deps.assetVersion, action: SIGN_IN_PATH, csrf, ...model }), { headers, formAction });
   }
 
   async function home(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -98,6 +102,16 @@ export function createAccountRoutes(deps: AccountDeps) {
     sendPage(res, 200, renderHome({ assetVersion: deps.assetVersion, username: session.caller.username, signOutAction: SIGN_OUT_PATH, csrf }));
   }
 
+  /**
+   * When the sign-in continues an authorization request, what the form shows and allows again
+   * after a failed attempt: the client's name (looked up, never taken from the form) and where
+   * the flow may end (its redirect URI).
+   */
+  async function flowOf(returnTo: string): Promise<{ clientName?: string; formAction?: string[] }> {
+    if (!deps.flowOf) return {};
+    return deps.flowOf(returnTo).catch(() => ({}));
+  }
+
   async function signIn(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const form = await readForm(req);
     const returnTo = localPath(form.get("return_to"));
@@ -105,11 +119,11 @@ export function createAccountRoutes(deps: AccountDeps) {
     const password = form.get("password") ?? "";
     const presession = cookiesOf(req)[names().presession];
     if (!presession || !csrfValid(deps.secret, { presession }, form.get("csrf"))) {
-      signInPage(req, res, 403, { returnTo, username, error: "This form expired. Please sign in again." });
+      signInPage(req, res, 403, { returnTo, username, error: "This form expired. Please sign in again.", ...await flowOf(returnTo) });
       return;
     }
     if (!username || !password) {
-      signInPage(req, res, 400, { returnTo, username, error: "Enter your username and password." });
+      signInPage(req, res, 400, { returnTo, username, error: "Enter your username and password.", ...await flowOf(returnTo) });
       return;
     }
     let out;
@@ -117,14 +131,15 @@ export function createAccountRoutes(deps: AccountDeps) {
       out = await deps.auth().signIn({ username, password, address: req.socket.remoteAddress ?? "" });
     } catch (err) {
       const app = fromConnectError(err);
-      if (app.code === "unauthorized") { signInPage(req, res, 401, { returnTo, username, error: app.detail }); return; }
+      const flow = await flowOf(returnTo);
+      if (app.code === "unauthorized") { signInPage(req, res, 401, { returnTo, username, error: app.detail, ...flow }); return; }
       if (app.code === "rate_limited") {
-        signInPage(req, res, 429, { returnTo, username, error: app.detail, headers: { "retry-after": String(app.extra.retry_after_seconds ?? 60) } });
+        signInPage(req, res, 429, { returnTo, username, error: app.detail, headers: { "retry-after": String(app.extra.retry_after_seconds ?? 60) }, ...flow });
         return;
       }
-      if (app.code === "invalid_request") { signInPage(req, res, 400, { returnTo, username, error: "The username or password is incorrect." }); return; }
+      if (app.code === "invalid_request") { signInPage(req, res, 400, { returnTo, username, error: "The username or password is incorrect.", ...flow }); return; }
       deps.log.error({ err }, "sign-in failed");
-      signInPage(req, res, 503, { returnTo, username, error: "Signing in is not possible right now. Please try again in a moment." });
+      signInPage(req, res, 503, { returnTo, username, error: "Signing in is not possible right now. Please try again in a moment.", ...flow });
       return;
     }
     const maxAge = Math.max(0, Math.floor((Date.parse(out.expiresAt) - Date.now()) / 1000));
@@ -180,6 +195,7 @@ export function createAccountRoutes(deps: AccountDeps) {
     ] as Array<[string, (req: IncomingMessage, res: ServerResponse) => Promise<void>]>,
     signInPage,
     names,
+    guard,
   };
 }
 

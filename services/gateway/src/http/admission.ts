@@ -19,7 +19,13 @@ export interface AdmissionRequest { headers: IncomingHttpHeaders; socket: { remo
 export interface HeaderSink { setHeader(name: string, value: string): unknown }
 
 /** The checks admission asks: API keys and tokens (through auth) and the rate limiter. */
-export interface Gatekeepers { apiKeys: ApiKeyChecker; tokens: TokenResolver; rateLimiter: RateLimiter }
+export interface Gatekeepers {
+  apiKeys: ApiKeyChecker;
+  tokens: TokenResolver;
+  rateLimiter: RateLimiter;
+  /** The JSON endpoint's URL: a token bound (RFC 8707) to another resource, such as the MCP endpoint, is refused. */
+  resource?: () => string;
+}
 
 /** A route's part of the chain. */
 export interface AdmissionRule<T> {
@@ -28,6 +34,11 @@ export interface AdmissionRule<T> {
    * remote MCP client has none); `authorize` then refuses a request without a token.
    */
   bearerOnly?: boolean;
+  /**
+   * The resource this route is (RFC 8707), when it is not the JSON endpoint (the MCP endpoint):
+   * a token bound to another resource is refused here.
+   */
+  resource?: () => string;
   /**
    * Work done after the API key and before the token, whose refusals come first (the op endpoint
    * reads its body and finds its operation here); its result is handed to `authorize`.
@@ -44,7 +55,7 @@ export interface Admitted<T> { caller: Caller | undefined; target: T }
 export type Admit = <T = undefined>(req: AdmissionRequest, res: HeaderSink, rule: AdmissionRule<T>) => Promise<Admitted<T>>;
 
 /** The admission chain over its gatekeepers. */
-export function createAdmission({ apiKeys, tokens, rateLimiter }: Gatekeepers): Admit {
+export function createAdmission({ apiKeys, tokens, rateLimiter, resource }: Gatekeepers): Admit {
   return async function admit<T>(req: AdmissionRequest, res: HeaderSink, rule: AdmissionRule<T>): Promise<Admitted<T>> {
     const apikey = req.headers.apikey;
     if (!rule.bearerOnly && !(await apiKeys.check(Array.isArray(apikey) ? apikey[0] : apikey))) {
@@ -56,6 +67,9 @@ export function createAdmission({ apiKeys, tokens, rateLimiter }: Gatekeepers): 
     if (token) {
       caller = await tokens.resolve(token);
       if (!caller) throw new AppError("unauthorized", "The access token is invalid, expired or revoked.");
+      if (!acceptsAudience(caller, (rule.resource ?? resource)?.())) {
+        throw new AppError("unauthorized", `This access token is bound to ${caller.audience} and works only there; ask for a token without that resource for this endpoint.`);
+      }
     }
     rule.authorize(caller, target);
 
@@ -70,6 +84,11 @@ export function createAdmission({ apiKeys, tokens, rateLimiter }: Gatekeepers): 
     }
     return { caller, target };
   };
+}
+
+/** Whether a token may be used at a resource: tokens without an audience anywhere, a bound one only at its own. */
+export function acceptsAudience(caller: Caller, resource: string | undefined): boolean {
+  return !caller.audience || caller.audience === resource;
 }
 
 /** The token of an `Authorization: Bearer <token>` header; any other form is refused. */

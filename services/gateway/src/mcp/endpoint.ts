@@ -27,7 +27,7 @@ import type { Admit } from "../http/admission.js";
 import { sendError, sendJson } from "../http/answers.js";
 import { readBody } from "../http/op-endpoint.js";
 import type { McpSessionStore } from "../store/mcp-session-store.js";
-import { audienceAccepted, audienceOf, resourceMetadataUrlOf, resourceOf, wwwAuthenticate } from "./resource.js";
+import { resourceMetadataUrlOf, resourceOf, wwwAuthenticate } from "./resource.js";
 
 /** What the MCP endpoint needs. */
 export interface McpEndpointDeps {
@@ -66,12 +66,12 @@ function header(req: IncomingMessage, name: string): string | undefined {
 export function createMcpEndpoint(deps: McpEndpointDeps) {
   const { admit, sessions, log } = deps;
 
-  /** The token's user may use the MCP endpoint: a token, with no audience or this resource's. */
+  /**
+   * The MCP endpoint needs a token; admission has refused one bound (RFC 8707) to a resource
+   * other than {MCP_URL}/mcp (`resource` below), and takes those bound to none (CLI tokens).
+   */
   function authorize(caller: Caller | undefined): void {
     if (!caller) throw new AppError("unauthorized", "Missing access token: send \"Authorization: Bearer <access token>\" (no API key is needed here).");
-    if (!audienceAccepted(audienceOf(caller), resourceOf(deps.mcpUrl()))) {
-      throw new AppError("unauthorized", `The access token was issued for another resource, not ${resourceOf(deps.mcpUrl())}.`);
-    }
   }
 
   /** The open session the request names for this user, or undefined after answering why not. */
@@ -93,7 +93,7 @@ export function createMcpEndpoint(deps: McpEndpointDeps) {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const { caller } = await admit(req, res, { bearerOnly: true, authorize });
+    const { caller } = await admit(req, res, { bearerOnly: true, resource: () => resourceOf(deps.mcpUrl()), authorize });
     // authorize refused a request without a caller.
     const user = caller!;
     switch (req.method) {

@@ -1,10 +1,9 @@
 /**
  * The MCP endpoint as an OAuth protected resource: its identifier ({MCP_URL}/mcp), its protected
  * resource metadata (RFC 9728: which authorization server issues its tokens, which scopes exist),
- * the WWW-Authenticate challenge of a 401 that points a client at that metadata, and which token
- * audiences it accepts.
+ * and the WWW-Authenticate challenge of a 401 that points a client at that metadata. Which token
+ * audiences it accepts is admission's rule (http/admission.ts, this resource as the route's).
  */
-import type { Caller } from "@cms/platform";
 import type { OpRegistry } from "../app/registry.js";
 
 /** The MCP endpoint's path on the gateway. */
@@ -45,24 +44,4 @@ export function protectedResourceMetadata(origins: { baseUrl: string; mcpUrl: st
  */
 export function wwwAuthenticate(metadataUrl: string, tokenSent: boolean): string {
   return `Bearer resource_metadata="${metadataUrl}"${tokenSent ? ', error="invalid_token"' : ""}`;
-}
-
-/**
- * Whether the MCP endpoint takes a token of this audience: a token bound to this resource
- * (RFC 8707 `resource` at the token endpoint), or one bound to none (tokens minted by the admin
- * CLI, tokens of clients that sent no resource). A token bound to another resource is refused.
- */
-export function audienceAccepted(audience: string | readonly string[] | undefined, resource: string): boolean {
-  const list = audience === undefined ? [] : typeof audience === "string" ? [audience] : audience;
-  if (!list.length || list.every((a) => a === "")) return true;
-  const norm = (u: string) => u.replace(/\/+$/, "");
-  return list.some((a) => norm(a) === norm(resource));
-}
-
-/**
- * The token's audience, once token introspection exposes one (the OAuth server's audience-bound
- * tokens); until then every caller has none.
- */
-export function audienceOf(caller: Caller): string | readonly string[] | undefined {
-  return (caller as Caller & { audience?: string | readonly string[] }).audience;
 }

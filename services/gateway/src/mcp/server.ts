@@ -8,6 +8,7 @@
  * one (JSON-RPC invalid params), as MCP prescribes.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import {
   CallToolRequestSchema, ErrorCode as RpcErrorCode, ListToolsRequestSchema, McpError,
   type CallToolResult, type ServerNotification,
@@ -98,10 +99,13 @@ export function createMcpServerFactory(deps: McpServerDeps) {
     return result;
   }
 
+  // The SDK builds an Ajv instance per server unless it is given one: one for all requests.
+  const jsonSchemaValidator = new AjvJsonSchemaValidator();
+
   return function createServer(caller: Caller): Server {
     const server = new Server(
       { name: "collections-media", title: "Collections & Media", version: SCHEMA_VERSION },
-      { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+      { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS, jsonSchemaValidator },
     );
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {

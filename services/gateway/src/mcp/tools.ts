@@ -7,7 +7,6 @@
  */
 import type { Tool, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { McpDownloadSchema } from "@cms/contracts/gateway/v1/mcp_pb";
-import { STATUS_OF } from "@cms/platform";
 import type { OpEntry, OpRegistry } from "../app/registry.js";
 import { responseSchema, type JsonSchema } from "../domain/json-schema.js";
 
@@ -41,15 +40,15 @@ export function toolAnnotations(op: AnnotatedOp): ToolAnnotations {
   };
 }
 
-/** The contract's error body, as a failed tool call's structuredContent carries it. */
+/**
+ * The contract's error body, as a failed tool call's structuredContent carries it. Kept short
+ * (no enum of the codes, which schema.get lists): every tool's output schema repeats it.
+ */
 export const ERROR_BODY_SCHEMA: JsonSchema = {
   type: "object",
-  properties: {
-    error: { type: "string", enum: Object.keys(STATUS_OF), description: "The contract's error code." },
-    detail: { type: "string", description: "A human sentence saying what is wrong." },
-  },
+  properties: { error: { type: "string" }, detail: { type: "string" } },
   required: ["error", "detail"],
-  description: "A failed call (isError: true): the contract's error body, with the extra fields its code names.",
+  description: "isError: the error body {error: code, detail, ...extra fields}",
 };
 
 /** The JSON Schema of what an operation's tool answers on success. */

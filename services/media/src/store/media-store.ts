@@ -206,13 +206,13 @@ export function createMediaStore(q: Queryable): MediaStore {
     },
     async listPage(l) {
       const filtered = listed(l, true);
-      // The page comes straight from the (collection_id, position, id) index; the total is a
-      // separate count (a window count would read every row of a large collection for each
-      // page), run at the same time on another connection.
-      const [total, rows] = await Promise.all([
-        count(filtered.clone()),
-        filtered.clone().select(MEDIA_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset) as Promise<MediaRow[]>,
-      ]);
+      // One statement: the page comes straight from the (collection_id, position, id) index and
+      // the total from a count subquery that runs once (a window count would read every row of a
+      // large collection for each page). A page past the end has no row to carry the total.
+      const rows: Array<MediaRow & { total?: number }> = await filtered.clone().select(MEDIA_COLUMNS).select(filtered.clone().count("*").as("total"))
+        .orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset);
+      const total = rows.length ? Number(rows[0]!.total) : await count(filtered.clone());
+      for (const r of rows) delete r.total;
       return { rows, total };
     },
     async listCounts(l) {

@@ -14,7 +14,408 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file auth/v1/auth.proto.
  */
 export const file_auth_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiYQoNU2lnbkluUmVxdWVzdBIaCgh1c2VybmFtZRgBIAEoCUIIukgFcgMYyAESGgoIcGFzc3dvcmQYAiABKAlCCLpIBXIDGIAIEhgKB2FkZHJlc3MYAyABKAlCB7pIBHICGGQiWAoOU2lnbkluUmVzcG9uc2USFQoNc2Vzc2lvbl90b2tlbhgBIAEoCRIbCgR1c2VyGAIgASgLMg0uYXV0aC52MS5Vc2VyEhIKCmV4cGlyZXNfYXQYAyABKAkiMwoOU2lnbk91dFJlcXVlc3QSIQoNc2Vzc2lvbl90b2tlbhgBIAEoCUIKukgHcgUQARiABCIlCg9TaWduT3V0UmVzcG9uc2USEgoKc2lnbmVkX291dBgBIAEoCCJICh5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QSJgoEbmFtZRgBIAEoCUIYukgVchMQARg/Mg1eW2EtejAtOV8tXSskIkMKH0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2USDAoEbmFtZRgBIAEoCRISCgpjcmVkZW50aWFsGAIgASgJIisKGFJldm9rZU1jcFNlc3Npb25SZXNwb25zZRIPCgdyZXZva2VkGAEgASgFIkUKE0NyZWF0ZUFwaUtleVJlcXVlc3QSFwoFbGFiZWwYASABKAlCCLpIBXIDGMgBEhUKA2tleRgCIAEoCUIIukgFcgMYyAEiJgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USDgoGYXBpa2V5GAEgASgJIi4KEkNoZWNrQXBpS2V5UmVxdWVzdBIYCgZhcGlrZXkYASABKAlCCLpIBXIDGMgBIiQKE0NoZWNrQXBpS2V5UmVzcG9uc2USDQoFdmFsaWQYASABKAgiXQoEVXNlchIPCgd1c2VyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEgwKBHBsYW4YAyABKAkSEAoIaXNfYWRtaW4YBCABKAgSEgoKY3JlYXRlZF9hdBgFIAEoCSIzChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EhkKBXRva2VuGAEgASgJQgq6SAdyBRABGIAEIqcBChdJbnRyb3NwZWN0VG9rZW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSGwoEdXNlchgCIAEoCzINLmF1dGgudjEuVXNlchIOCgZzY29wZXMYAyADKAkSEgoKZXhwaXJlc19hdBgEIAEoCRIQCgh0b2tlbl9pZBgFIAEoCRIUCgxzZXJ2aWNlX25hbWUYBiABKAkSEwoLd2ViX3Nlc3Npb24YByABKAgiqgEKEUNyZWF0ZVVzZXJSZXF1ZXN0EioKCHVzZXJuYW1lGAEgASgJQhi6SBVyExABGD8yDV5bYS16MC05Xy1dKyQSKQoEcGxhbhgCIAEoCUIbukgYchZSBGZyZWVSBHBhaWRSCGZvdW5kaW5nEhAKCGlzX2FkbWluGAMgASgIEh8KCHBhc3N3b3JkGAQgASgJQgi6SAVyAxiACEgAiAEBQgsKCV9wYXNzd29yZCL7AQoQTWludFRva2VuUmVxdWVzdBIbCgh1c2VybmFtZRgBIAEoCUIJukgGcgQQARg/EokBCgZzY29wZXMYAiADKAlCebpIdpIBcyJxcm9SEGNvbGxlY3Rpb25zOnJlYWRSEWNvbGxlY3Rpb25zOndyaXRlUhJjb2xsZWN0aW9uczpkZWxldGVSCm1lZGlhOnJlYWRSC21lZGlhOndyaXRlUgxtZWRpYTpkZWxldGVSDXByb2ZpbGU6d3JpdGUSIQoLdHRsX3NlY29uZHMYAyABKAVCDLpICRoHGIDnhA8oABIbCgljbGllbnRfaWQYBCABKAlCCLpIBXIDGMgBIl8KEU1pbnRUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRIOCgZzY29wZXMYAiADKAkSEgoKZXhwaXJlc19hdBgDIAEoCRIQCgh0b2tlbl9pZBgEIAEoCSIvChJSZXZva2VUb2tlblJlcXVlc3QSGQoFdG9rZW4YASABKAlCCrpIB3IFEAEYgAQiJgoTUmV2b2tlVG9rZW5SZXNwb25zZRIPCgdyZXZva2VkGAEgASgIIlMKD0dldFVzZXJzUmVxdWVzdBIiCgh1c2VyX2lkcxgBIAMoCUIQukgNkgEKEPQDIgVyA7ABARIcCgl1c2VybmFtZXMYAiADKAlCCbpIBpIBAxD0AyIwChBHZXRVc2Vyc1Jlc3BvbnNlEhwKBXVzZXJzGAEgAygLMg0uYXV0aC52MS5Vc2VyMtgHCgtBdXRoU2VydmljZRLsAQoQUmV2b2tlTWNwU2Vzc2lvbhIXLmNvbW1vbi52MS5FbXB0eVJlcXVlc3QaIS5hdXRoLnYxLlJldm9rZU1jcFNlc3Npb25SZXNwb25zZSKbAcrzGJYBChJtY3AucmV2b2tlX3Nlc3Npb24gATp8UmV2b2tlIHRoZSBjYWxsZXIncyBob3N0ZWQgTUNQIHNlc3Npb25zIChldmVyeSB0b2tlbiBvZiB0aGUgY2FsbGVyIHRoYXQgd2FzIGlzc3VlZCB0byBhbiBNQ1AgY2xpZW50LCBhbmQgdGhlIGNhbGxpbmcgdG9rZW4pLlABElQKD0ludHJvc3BlY3RUb2tlbhIfLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBogLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVzcG9uc2USNwoKQ3JlYXRlVXNlchIaLmF1dGgudjEuQ3JlYXRlVXNlclJlcXVlc3QaDS5hdXRoLnYxLlVzZXISQgoJTWludFRva2VuEhkuYXV0aC52MS5NaW50VG9rZW5SZXF1ZXN0GhouYXV0aC52MS5NaW50VG9rZW5SZXNwb25zZRJICgtSZXZva2VUb2tlbhIbLmF1dGgudjEuUmV2b2tlVG9rZW5SZXF1ZXN0GhwuYXV0aC52MS5SZXZva2VUb2tlblJlc3BvbnNlEj8KCEdldFVzZXJzEhguYXV0aC52MS5HZXRVc2Vyc1JlcXVlc3QaGS5hdXRoLnYxLkdldFVzZXJzUmVzcG9uc2USSwoMQ3JlYXRlQXBpS2V5EhwuYXV0aC52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh0uYXV0aC52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJICgtDaGVja0FwaUtleRIbLmF1dGgudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0GhwuYXV0aC52MS5DaGVja0FwaUtleVJlc3BvbnNlEmwKF0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsEicuYXV0aC52MS5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QaKC5hdXRoLnYxLkNyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2USOQoGU2lnbkluEhYuYXV0aC52MS5TaWduSW5SZXF1ZXN0GhcuYXV0aC52MS5TaWduSW5SZXNwb25zZRI8CgdTaWduT3V0EhcuYXV0aC52MS5TaWduT3V0UmVxdWVzdBoYLmF1dGgudjEuU2lnbk91dFJlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+  fileDesc("ChJhdXRoL3YxL2F1dGgucHJvdG8SB2F1dGgudjEiNgoKT0F1dGhFcnJvchINCgVlcnJvchgBIAEoCRIZChFlcnJvcl9kZXNjcmlwdGlvbhgCIAEoCSKIAgoUQXV0aG9yaXphdGlvblJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxjIARIeCgxyZWRpcmVjdF91cmkYAiABKAlCCLpIBXIDGNAPEh4KDXJlc3BvbnNlX3R5cGUYAyABKAlCB7pIBHICGGQSIAoOY29kZV9jaGFsbGVuZ2UYBCABKAlCCLpIBXIDGMgBEiYKFWNvZGVfY2hhbGxlbmdlX21ldGhvZBgFIAEoCUIHukgEcgIYFBIcCgVzY29wZRgGIAEoCUIIukgFcgMY6AdIAIgBARIhCghyZXNvdXJjZRgHIAMoCUIPukgMkgEJEAUiBXIDGNAPQggKBl9zY29wZSJsChlDaGVja0F1dGhvcml6YXRpb25SZXF1ZXN0Ei4KB3JlcXVlc3QYASABKAsyHS5hdXRoLnYxLkF1dGhvcml6YXRpb25SZXF1ZXN0Eh8KDXNlc3Npb25fdG9rZW4YAiABKAlCCLpIBXIDGIAEIrIBChpDaGVja0F1dGhvcml6YXRpb25SZXNwb25zZRIiCgVlcnJvchgBIAEoCzITLmF1dGgudjEuT0F1dGhFcnJvchIUCgxyZWRpcmVjdGFibGUYAiABKAgSEwoLY2xpZW50X25hbWUYAyABKAkSDgoGc2NvcGVzGAQgAygJEhAKCGF1ZGllbmNlGAUgASgJEhEKCWNvbnNlbnRlZBgGIAEoCBIQCgh1c2VybmFtZRgHIAEoCSJyCh1Jc3N1ZUF1dGhvcml6YXRpb25Db2RlUmVxdWVzdBIuCgdyZXF1ZXN0GAEgASgLMh0uYXV0aC52MS5BdXRob3JpemF0aW9uUmVxdWVzdBIhCg1zZXNzaW9uX3Rva2VuGAIgASgJQgq6SAdyBRABGIAEImgKHklzc3VlQXV0aG9yaXphdGlvbkNvZGVSZXNwb25zZRIiCgVlcnJvchgBIAEoCzITLmF1dGgudjEuT0F1dGhFcnJvchIUCgxyZWRpcmVjdGFibGUYAiABKAgSDAoEY29kZRgDIAEoCSK2AgoURXhjaGFuZ2VUb2tlblJlcXVlc3QSGwoKZ3JhbnRfdHlwZRgBIAEoCUIHukgEcgIYZBIWCgRjb2RlGAIgASgJQgi6SAVyAxiABBIeCgxyZWRpcmVjdF91cmkYAyABKAlCCLpIBXIDGNAPEh8KDWNvZGVfdmVyaWZpZXIYBCABKAlCCLpIBXIDGIAEEh8KDXJlZnJlc2hfdG9rZW4YBSABKAlCCLpIBXIDGIAEEhwKBXNjb3BlGAYgASgJQgi6SAVyAxjoB0gAiAEBEiEKCHJlc291cmNlGAcgAygJQg+6SAySAQkQBSIFcgMY0A8SGwoJY2xpZW50X2lkGAggASgJQgi6SAVyAxjIARIfCg1jbGllbnRfc2VjcmV0GAkgASgJQgi6SAVyAxiABEIICgZfc2NvcGUinwEKFUV4Y2hhbmdlVG9rZW5SZXNwb25zZRIiCgVlcnJvchgBIAEoCzITLmF1dGgudjEuT0F1dGhFcnJvchIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKdG9rZW5fdHlwZRgDIAEoCRISCgpleHBpcmVzX2luGAQgASgFEhUKDXJlZnJlc2hfdG9rZW4YBSABKAkSDQoFc2NvcGUYBiABKAkiyAEKFVJlZ2lzdGVyQ2xpZW50UmVxdWVzdBIdCgtjbGllbnRfbmFtZRgBIAEoCUIIukgFcgMY9AMSJgoNcmVkaXJlY3RfdXJpcxgCIAMoCUIPukgMkgEJEBQiBXIDGNAPEhQKDGNvbmZpZGVudGlhbBgDIAEoCBIcCgVzY29wZRgEIAEoCUIIukgFcgMY6AdIAIgBARIqCg1yZWdpc3RlcmVkX2J5GAUgASgJQhO6SBByDlIDY2xpUgdkeW5hbWljQggKBl9zY29wZSK+AQoWUmVnaXN0ZXJDbGllbnRSZXNwb25zZRIiCgVlcnJvchgBIAEoCzITLmF1dGgudjEuT0F1dGhFcnJvchIRCgljbGllbnRfaWQYAiABKAkSFQoNY2xpZW50X3NlY3JldBgDIAEoCRITCgtjbGllbnRfbmFtZRgEIAEoCRIVCg1yZWRpcmVjdF91cmlzGAUgAygJEhsKE2NsaWVudF9pZF9pc3N1ZWRfYXQYBiABKAMSDQoFc2NvcGUYByABKAkiYQoNU2lnbkluUmVxdWVzdBIaCgh1c2VybmFtZRgBIAEoCUIIukgFcgMYyAESGgoIcGFzc3dvcmQYAiABKAlCCLpIBXIDGIAIEhgKB2FkZHJlc3MYAyABKAlCB7pIBHICGGQiWAoOU2lnbkluUmVzcG9uc2USFQoNc2Vzc2lvbl90b2tlbhgBIAEoCRIbCgR1c2VyGAIgASgLMg0uYXV0aC52MS5Vc2VyEhIKCmV4cGlyZXNfYXQYAyABKAkiMwoOU2lnbk91dFJlcXVlc3QSIQoNc2Vzc2lvbl90b2tlbhgBIAEoCUIKukgHcgUQARiABCIlCg9TaWduT3V0UmVzcG9uc2USEgoKc2lnbmVkX291dBgBIAEoCCJICh5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QSJgoEbmFtZRgBIAEoCUIYukgVchMQARg/Mg1eW2EtejAtOV8tXSskIkMKH0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2USDAoEbmFtZRgBIAEoCRISCgpjcmVkZW50aWFsGAIgASgJIisKGFJldm9rZU1jcFNlc3Npb25SZXNwb25zZRIPCgdyZXZva2VkGAEgASgFIkUKE0NyZWF0ZUFwaUtleVJlcXVlc3QSFwoFbGFiZWwYASABKAlCCLpIBXIDGMgBEhUKA2tleRgCIAEoCUIIukgFcgMYyAEiJgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USDgoGYXBpa2V5GAEgASgJIi4KEkNoZWNrQXBpS2V5UmVxdWVzdBIYCgZhcGlrZXkYASABKAlCCLpIBXIDGMgBIiQKE0NoZWNrQXBpS2V5UmVzcG9uc2USDQoFdmFsaWQYASABKAgiXQoEVXNlchIPCgd1c2VyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEgwKBHBsYW4YAyABKAkSEAoIaXNfYWRtaW4YBCABKAgSEgoKY3JlYXRlZF9hdBgFIAEoCSIzChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EhkKBXRva2VuGAEgASgJQgq6SAdyBRABGIAEIswBChdJbnRyb3NwZWN0VG9rZW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSGwoEdXNlchgCIAEoCzINLmF1dGgudjEuVXNlchIOCgZzY29wZXMYAyADKAkSEgoKZXhwaXJlc19hdBgEIAEoCRIQCgh0b2tlbl9pZBgFIAEoCRIUCgxzZXJ2aWNlX25hbWUYBiABKAkSEwoLd2ViX3Nlc3Npb24YByABKAgSEAoIYXVkaWVuY2UYCCABKAkSEQoJY2xpZW50X2lkGAkgASgJIqoBChFDcmVhdGVVc2VyUmVxdWVzdBIqCgh1c2VybmFtZRgBIAEoCUIYukgVchMQARg/Mg1eW2EtejAtOV8tXSskEikKBHBsYW4YAiABKAlCG7pIGHIWUgRmcmVlUgRwYWlkUghmb3VuZGluZxIQCghpc19hZG1pbhgDIAEoCBIfCghwYXNzd29yZBgEIAEoCUIIukgFcgMYgAhIAIgBAUILCglfcGFzc3dvcmQi+wEKEE1pbnRUb2tlblJlcXVlc3QSGwoIdXNlcm5hbWUYASABKAlCCbpIBnIEEAEYPxKJAQoGc2NvcGVzGAIgAygJQnm6SHaSAXMicXJvUhBjb2xsZWN0aW9uczpyZWFkUhFjb2xsZWN0aW9uczp3cml0ZVISY29sbGVjdGlvbnM6ZGVsZXRlUgptZWRpYTpyZWFkUgttZWRpYTp3cml0ZVIMbWVkaWE6ZGVsZXRlUg1wcm9maWxlOndyaXRlEiEKC3R0bF9zZWNvbmRzGAMgASgFQgy6SAkaBxiA54QPKAASGwoJY2xpZW50X2lkGAQgASgJQgi6SAVyAxjIASJfChFNaW50VG9rZW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSDgoGc2NvcGVzGAIgAygJEhIKCmV4cGlyZXNfYXQYAyABKAkSEAoIdG9rZW5faWQYBCABKAkiLwoSUmV2b2tlVG9rZW5SZXF1ZXN0EhkKBXRva2VuGAEgASgJQgq6SAdyBRABGIAEIiYKE1Jldm9rZVRva2VuUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoCCJTCg9HZXRVc2Vyc1JlcXVlc3QSIgoIdXNlcl9pZHMYASADKAlCELpIDZIBChD0AyIFcgOwAQESHAoJdXNlcm5hbWVzGAIgAygJQgm6SAaSAQMQ9AMiMAoQR2V0VXNlcnNSZXNwb25zZRIcCgV1c2VycxgBIAMoCzINLmF1dGgudjEuVXNlcjLICwoLQXV0aFNlcnZpY2US7wIKEFJldm9rZU1jcFNlc3Npb24SFy5jb21tb24udjEuRW1wdHlSZXF1ZXN0GiEuYXV0aC52MS5SZXZva2VNY3BTZXNzaW9uUmVzcG9uc2UingLK8xiZAgoSbWNwLnJldm9rZV9zZXNzaW9uIAE6/gFSZXZva2UgdGhlIGNhbGxlcidzIGhvc3RlZCBNQ1Agc2Vzc2lvbnMgKGV2ZXJ5IHJlZnJlc2ggdG9rZW4gZmFtaWx5IGFuZCBhY2Nlc3MgdG9rZW4gb2YgdGhlIGNhbGxlciBib3VuZCB0byB0aGUgTUNQIGVuZHBvaW50IG9yIGlzc3VlZCB0byBhbiBNQ1AgY2xpZW50LCBhbmQgdGhlIGNhbGxpbmcgYWNjZXNzIHRva2VuKTsgYWNjZXB0cyBhIHRoaXJkLXBhcnR5IGFjY2VzcyB0b2tlbiBvciBhIGZpcnN0LXBhcnR5IHdlYiBzZXNzaW9uIHRva2VuLlABElQKD0ludHJvc3BlY3RUb2tlbhIfLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBogLmF1dGgudjEuSW50cm9zcGVjdFRva2VuUmVzcG9uc2USNwoKQ3JlYXRlVXNlchIaLmF1dGgudjEuQ3JlYXRlVXNlclJlcXVlc3QaDS5hdXRoLnYxLlVzZXISQgoJTWludFRva2VuEhkuYXV0aC52MS5NaW50VG9rZW5SZXF1ZXN0GhouYXV0aC52MS5NaW50VG9rZW5SZXNwb25zZRJICgtSZXZva2VUb2tlbhIbLmF1dGgudjEuUmV2b2tlVG9rZW5SZXF1ZXN0GhwuYXV0aC52MS5SZXZva2VUb2tlblJlc3BvbnNlEj8KCEdldFVzZXJzEhguYXV0aC52MS5HZXRVc2Vyc1JlcXVlc3QaGS5hdXRoLnYxLkdldFVzZXJzUmVzcG9uc2USSwoMQ3JlYXRlQXBpS2V5EhwuYXV0aC52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh0uYXV0aC52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJICgtDaGVja0FwaUtleRIbLmF1dGgudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0GhwuYXV0aC52MS5DaGVja0FwaUtleVJlc3BvbnNlEmwKF0NyZWF0ZVNlcnZpY2VDcmVkZW50aWFsEicuYXV0aC52MS5DcmVhdGVTZXJ2aWNlQ3JlZGVudGlhbFJlcXVlc3QaKC5hdXRoLnYxLkNyZWF0ZVNlcnZpY2VDcmVkZW50aWFsUmVzcG9uc2USOQoGU2lnbkluEhYuYXV0aC52MS5TaWduSW5SZXF1ZXN0GhcuYXV0aC52MS5TaWduSW5SZXNwb25zZRI8CgdTaWduT3V0EhcuYXV0aC52MS5TaWduT3V0UmVxdWVzdBoYLmF1dGgudjEuU2lnbk91dFJlc3BvbnNlEl0KEkNoZWNrQXV0aG9yaXphdGlvbhIiLmF1dGgudjEuQ2hlY2tBdXRob3JpemF0aW9uUmVxdWVzdBojLmF1dGgudjEuQ2hlY2tBdXRob3JpemF0aW9uUmVzcG9uc2USaQoWSXNzdWVBdXRob3JpemF0aW9uQ29kZRImLmF1dGgudjEuSXNzdWVBdXRob3JpemF0aW9uQ29kZVJlcXVlc3QaJy5hdXRoLnYxLklzc3VlQXV0aG9yaXphdGlvbkNvZGVSZXNwb25zZRJOCg1FeGNoYW5nZVRva2VuEh0uYXV0aC52MS5FeGNoYW5nZVRva2VuUmVxdWVzdBoeLmF1dGgudjEuRXhjaGFuZ2VUb2tlblJlc3BvbnNlElEKDlJlZ2lzdGVyQ2xpZW50Eh4uYXV0aC52MS5SZWdpc3RlckNsaWVudFJlcXVlc3QaHy5hdXRoLnYxLlJlZ2lzdGVyQ2xpZW50UmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_common_v1_common, file_common_v1_options]);
+
+/**
+ * An OAuth refusal: an RFC 6749 (or RFC 7591, RFC 8707) error code and a sentence.
+ *
+ * @generated from message auth.v1.OAuthError
+ */
+export type OAuthError = Message<"auth.v1.OAuthError"> & {
+  /**
+   * @generated from field: string error = 1;
+   */
+  error: string;
+
+  /**
+   * @generated from field: string error_description = 2;
+   */
+  errorDescription: string;
+};
+
+/**
+ * Describes the message auth.v1.OAuthError.
+ * Use `create(OAuthErrorSchema)` to create a new message.
+ */
+export const OAuthErrorSchema: GenMessage<OAuthError> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 0);
+
+/**
+ * An authorization request as the client sent it to {APP_URL}/?oauth=1.
+ *
+ * @generated from message auth.v1.AuthorizationRequest
+ */
+export type AuthorizationRequest = Message<"auth.v1.AuthorizationRequest"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string redirect_uri = 2;
+   */
+  redirectUri: string;
+
+  /**
+   * @generated from field: string response_type = 3;
+   */
+  responseType: string;
+
+  /**
+   * @generated from field: string code_challenge = 4;
+   */
+  codeChallenge: string;
+
+  /**
+   * @generated from field: string code_challenge_method = 5;
+   */
+  codeChallengeMethod: string;
+
+  /**
+   * Space-separated; unset: the client's default (every scope unless it registered some).
+   *
+   * @generated from field: optional string scope = 6;
+   */
+  scope?: string | undefined;
+
+  /**
+   * RFC 8707 resource indicators.
+   *
+   * @generated from field: repeated string resource = 7;
+   */
+  resource: string[];
+};
+
+/**
+ * Describes the message auth.v1.AuthorizationRequest.
+ * Use `create(AuthorizationRequestSchema)` to create a new message.
+ */
+export const AuthorizationRequestSchema: GenMessage<AuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 1);
+
+/**
+ * @generated from message auth.v1.CheckAuthorizationRequest
+ */
+export type CheckAuthorizationRequest = Message<"auth.v1.CheckAuthorizationRequest"> & {
+  /**
+   * @generated from field: auth.v1.AuthorizationRequest request = 1;
+   */
+  request?: AuthorizationRequest | undefined;
+
+  /**
+   * The browser's web session, if signed in: then consented says whether an earlier consent covers the request.
+   *
+   * @generated from field: string session_token = 2;
+   */
+  sessionToken: string;
+};
+
+/**
+ * Describes the message auth.v1.CheckAuthorizationRequest.
+ * Use `create(CheckAuthorizationRequestSchema)` to create a new message.
+ */
+export const CheckAuthorizationRequestSchema: GenMessage<CheckAuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 2);
+
+/**
+ * @generated from message auth.v1.CheckAuthorizationResponse
+ */
+export type CheckAuthorizationResponse = Message<"auth.v1.CheckAuthorizationResponse"> & {
+  /**
+   * Set when the request is refused.
+   *
+   * @generated from field: auth.v1.OAuthError error = 1;
+   */
+  error?: OAuthError | undefined;
+
+  /**
+   * Whether the refusal may be sent to redirect_uri; false when the client or the redirect URI
+   * is not valid (the user is told instead, RFC 6749 4.1.2.1).
+   *
+   * @generated from field: bool redirectable = 2;
+   */
+  redirectable: boolean;
+
+  /**
+   * @generated from field: string client_name = 3;
+   */
+  clientName: string;
+
+  /**
+   * @generated from field: repeated string scopes = 4;
+   */
+  scopes: string[];
+
+  /**
+   * The access token's audience (RFC 8707); empty: the JSON endpoint.
+   *
+   * @generated from field: string audience = 5;
+   */
+  audience: string;
+
+  /**
+   * @generated from field: bool consented = 6;
+   */
+  consented: boolean;
+
+  /**
+   * The signed-in user's name (when session_token is live).
+   *
+   * @generated from field: string username = 7;
+   */
+  username: string;
+};
+
+/**
+ * Describes the message auth.v1.CheckAuthorizationResponse.
+ * Use `create(CheckAuthorizationResponseSchema)` to create a new message.
+ */
+export const CheckAuthorizationResponseSchema: GenMessage<CheckAuthorizationResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 3);
+
+/**
+ * @generated from message auth.v1.IssueAuthorizationCodeRequest
+ */
+export type IssueAuthorizationCodeRequest = Message<"auth.v1.IssueAuthorizationCodeRequest"> & {
+  /**
+   * @generated from field: auth.v1.AuthorizationRequest request = 1;
+   */
+  request?: AuthorizationRequest | undefined;
+
+  /**
+   * @generated from field: string session_token = 2;
+   */
+  sessionToken: string;
+};
+
+/**
+ * Describes the message auth.v1.IssueAuthorizationCodeRequest.
+ * Use `create(IssueAuthorizationCodeRequestSchema)` to create a new message.
+ */
+export const IssueAuthorizationCodeRequestSchema: GenMessage<IssueAuthorizationCodeRequest> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 4);
+
+/**
+ * @generated from message auth.v1.IssueAuthorizationCodeResponse
+ */
+export type IssueAuthorizationCodeResponse = Message<"auth.v1.IssueAuthorizationCodeResponse"> & {
+  /**
+   * @generated from field: auth.v1.OAuthError error = 1;
+   */
+  error?: OAuthError | undefined;
+
+  /**
+   * @generated from field: bool redirectable = 2;
+   */
+  redirectable: boolean;
+
+  /**
+   * Single use, valid 60 s, bound to the client, the redirect URI and the code challenge.
+   *
+   * @generated from field: string code = 3;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message auth.v1.IssueAuthorizationCodeResponse.
+ * Use `create(IssueAuthorizationCodeResponseSchema)` to create a new message.
+ */
+export const IssueAuthorizationCodeResponseSchema: GenMessage<IssueAuthorizationCodeResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 5);
+
+/**
+ * @generated from message auth.v1.ExchangeTokenRequest
+ */
+export type ExchangeTokenRequest = Message<"auth.v1.ExchangeTokenRequest"> & {
+  /**
+   * @generated from field: string grant_type = 1;
+   */
+  grantType: string;
+
+  /**
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string redirect_uri = 3;
+   */
+  redirectUri: string;
+
+  /**
+   * @generated from field: string code_verifier = 4;
+   */
+  codeVerifier: string;
+
+  /**
+   * @generated from field: string refresh_token = 5;
+   */
+  refreshToken: string;
+
+  /**
+   * @generated from field: optional string scope = 6;
+   */
+  scope?: string | undefined;
+
+  /**
+   * @generated from field: repeated string resource = 7;
+   */
+  resource: string[];
+
+  /**
+   * @generated from field: string client_id = 8;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string client_secret = 9;
+   */
+  clientSecret: string;
+};
+
+/**
+ * Describes the message auth.v1.ExchangeTokenRequest.
+ * Use `create(ExchangeTokenRequestSchema)` to create a new message.
+ */
+export const ExchangeTokenRequestSchema: GenMessage<ExchangeTokenRequest> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 6);
+
+/**
+ * @generated from message auth.v1.ExchangeTokenResponse
+ */
+export type ExchangeTokenResponse = Message<"auth.v1.ExchangeTokenResponse"> & {
+  /**
+   * @generated from field: auth.v1.OAuthError error = 1;
+   */
+  error?: OAuthError | undefined;
+
+  /**
+   * @generated from field: string access_token = 2;
+   */
+  accessToken: string;
+
+  /**
+   * @generated from field: string token_type = 3;
+   */
+  tokenType: string;
+
+  /**
+   * @generated from field: int32 expires_in = 4;
+   */
+  expiresIn: number;
+
+  /**
+   * @generated from field: string refresh_token = 5;
+   */
+  refreshToken: string;
+
+  /**
+   * @generated from field: string scope = 6;
+   */
+  scope: string;
+};
+
+/**
+ * Describes the message auth.v1.ExchangeTokenResponse.
+ * Use `create(ExchangeTokenResponseSchema)` to create a new message.
+ */
+export const ExchangeTokenResponseSchema: GenMessage<ExchangeTokenResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 7);
+
+/**
+ * @generated from message auth.v1.RegisterClientRequest
+ */
+export type RegisterClientRequest = Message<"auth.v1.RegisterClientRequest"> & {
+  /**
+   * @generated from field: string client_name = 1;
+   */
+  clientName: string;
+
+  /**
+   * @generated from field: repeated string redirect_uris = 2;
+   */
+  redirectUris: string[];
+
+  /**
+   * A confidential client gets a secret (admin CLI only; dynamic registration is for public clients).
+   *
+   * @generated from field: bool confidential = 3;
+   */
+  confidential: boolean;
+
+  /**
+   * @generated from field: optional string scope = 4;
+   */
+  scope?: string | undefined;
+
+  /**
+   * cli | dynamic
+   *
+   * @generated from field: string registered_by = 5;
+   */
+  registeredBy: string;
+};
+
+/**
+ * Describes the message auth.v1.RegisterClientRequest.
+ * Use `create(RegisterClientRequestSchema)` to create a new message.
+ */
+export const RegisterClientRequestSchema: GenMessage<RegisterClientRequest> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 8);
+
+/**
+ * @generated from message auth.v1.RegisterClientResponse
+ */
+export type RegisterClientResponse = Message<"auth.v1.RegisterClientResponse"> & {
+  /**
+   * @generated from field: auth.v1.OAuthError error = 1;
+   */
+  error?: OAuthError | undefined;
+
+  /**
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+
+  /**
+   * Only for a confidential client; shown once (stored hashed).
+   *
+   * @generated from field: string client_secret = 3;
+   */
+  clientSecret: string;
+
+  /**
+   * @generated from field: string client_name = 4;
+   */
+  clientName: string;
+
+  /**
+   * @generated from field: repeated string redirect_uris = 5;
+   */
+  redirectUris: string[];
+
+  /**
+   * Unix seconds.
+   *
+   * @generated from field: int64 client_id_issued_at = 6;
+   */
+  clientIdIssuedAt: bigint;
+
+  /**
+   * Space-separated; empty when the client registered none.
+   *
+   * @generated from field: string scope = 7;
+   */
+  scope: string;
+};
+
+/**
+ * Describes the message auth.v1.RegisterClientResponse.
+ * Use `create(RegisterClientResponseSchema)` to create a new message.
+ */
+export const RegisterClientResponseSchema: GenMessage<RegisterClientResponse> = /*@__PURE__*/
+  messageDesc(file_auth_v1_auth, 9);
 
 /**
  * @generated from message auth.v1.SignInRequest
@@ -43,7 +444,7 @@ export type SignInRequest = Message<"auth.v1.SignInRequest"> & {
  * Use `create(SignInRequestSchema)` to create a new message.
  */
 export const SignInRequestSchema: GenMessage<SignInRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 0);
+  messageDesc(file_auth_v1_auth, 10);
 
 /**
  * @generated from message auth.v1.SignInResponse
@@ -72,7 +473,7 @@ export type SignInResponse = Message<"auth.v1.SignInResponse"> & {
  * Use `create(SignInResponseSchema)` to create a new message.
  */
 export const SignInResponseSchema: GenMessage<SignInResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 1);
+  messageDesc(file_auth_v1_auth, 11);
 
 /**
  * @generated from message auth.v1.SignOutRequest
@@ -89,7 +490,7 @@ export type SignOutRequest = Message<"auth.v1.SignOutRequest"> & {
  * Use `create(SignOutRequestSchema)` to create a new message.
  */
 export const SignOutRequestSchema: GenMessage<SignOutRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 2);
+  messageDesc(file_auth_v1_auth, 12);
 
 /**
  * @generated from message auth.v1.SignOutResponse
@@ -106,7 +507,7 @@ export type SignOutResponse = Message<"auth.v1.SignOutResponse"> & {
  * Use `create(SignOutResponseSchema)` to create a new message.
  */
 export const SignOutResponseSchema: GenMessage<SignOutResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 3);
+  messageDesc(file_auth_v1_auth, 13);
 
 /**
  * @generated from message auth.v1.CreateServiceCredentialRequest
@@ -125,7 +526,7 @@ export type CreateServiceCredentialRequest = Message<"auth.v1.CreateServiceCrede
  * Use `create(CreateServiceCredentialRequestSchema)` to create a new message.
  */
 export const CreateServiceCredentialRequestSchema: GenMessage<CreateServiceCredentialRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 4);
+  messageDesc(file_auth_v1_auth, 14);
 
 /**
  * @generated from message auth.v1.CreateServiceCredentialResponse
@@ -149,7 +550,7 @@ export type CreateServiceCredentialResponse = Message<"auth.v1.CreateServiceCred
  * Use `create(CreateServiceCredentialResponseSchema)` to create a new message.
  */
 export const CreateServiceCredentialResponseSchema: GenMessage<CreateServiceCredentialResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 5);
+  messageDesc(file_auth_v1_auth, 15);
 
 /**
  * mcp.revoke_session.
@@ -158,7 +559,8 @@ export const CreateServiceCredentialResponseSchema: GenMessage<CreateServiceCred
  */
 export type RevokeMcpSessionResponse = Message<"auth.v1.RevokeMcpSessionResponse"> & {
   /**
-   * How many tokens were revoked (the caller's MCP tokens and the calling token).
+   * How many were revoked: the caller's MCP sessions (refresh token families with their access
+   * tokens), other tokens issued to MCP clients, and the calling access token.
    *
    * @generated from field: int32 revoked = 1;
    */
@@ -170,7 +572,7 @@ export type RevokeMcpSessionResponse = Message<"auth.v1.RevokeMcpSessionResponse
  * Use `create(RevokeMcpSessionResponseSchema)` to create a new message.
  */
 export const RevokeMcpSessionResponseSchema: GenMessage<RevokeMcpSessionResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 6);
+  messageDesc(file_auth_v1_auth, 16);
 
 /**
  * @generated from message auth.v1.CreateApiKeyRequest
@@ -194,7 +596,7 @@ export type CreateApiKeyRequest = Message<"auth.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 7);
+  messageDesc(file_auth_v1_auth, 17);
 
 /**
  * @generated from message auth.v1.CreateApiKeyResponse
@@ -211,7 +613,7 @@ export type CreateApiKeyResponse = Message<"auth.v1.CreateApiKeyResponse"> & {
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 8);
+  messageDesc(file_auth_v1_auth, 18);
 
 /**
  * @generated from message auth.v1.CheckApiKeyRequest
@@ -228,7 +630,7 @@ export type CheckApiKeyRequest = Message<"auth.v1.CheckApiKeyRequest"> & {
  * Use `create(CheckApiKeyRequestSchema)` to create a new message.
  */
 export const CheckApiKeyRequestSchema: GenMessage<CheckApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 9);
+  messageDesc(file_auth_v1_auth, 19);
 
 /**
  * @generated from message auth.v1.CheckApiKeyResponse
@@ -245,7 +647,7 @@ export type CheckApiKeyResponse = Message<"auth.v1.CheckApiKeyResponse"> & {
  * Use `create(CheckApiKeyResponseSchema)` to create a new message.
  */
 export const CheckApiKeyResponseSchema: GenMessage<CheckApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 10);
+  messageDesc(file_auth_v1_auth, 20);
 
 /**
  * @generated from message auth.v1.User
@@ -284,7 +686,7 @@ export type User = Message<"auth.v1.User"> & {
  * Use `create(UserSchema)` to create a new message.
  */
 export const UserSchema: GenMessage<User> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 11);
+  messageDesc(file_auth_v1_auth, 21);
 
 /**
  * @generated from message auth.v1.IntrospectTokenRequest
@@ -301,7 +703,7 @@ export type IntrospectTokenRequest = Message<"auth.v1.IntrospectTokenRequest"> &
  * Use `create(IntrospectTokenRequestSchema)` to create a new message.
  */
 export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 12);
+  messageDesc(file_auth_v1_auth, 22);
 
 /**
  * @generated from message auth.v1.IntrospectTokenResponse
@@ -347,6 +749,22 @@ export type IntrospectTokenResponse = Message<"auth.v1.IntrospectTokenResponse">
    * @generated from field: bool web_session = 7;
    */
   webSession: boolean;
+
+  /**
+   * The resource the token is bound to (RFC 8707): "{MCP_URL}/mcp" for a token that works only
+   * at the MCP endpoint; empty for tokens without an audience (CLI tokens, OAuth tokens asked
+   * for without a resource), which the JSON endpoint accepts.
+   *
+   * @generated from field: string audience = 8;
+   */
+  audience: string;
+
+  /**
+   * The client the token was issued to ("admin-cli", an OAuth client id).
+   *
+   * @generated from field: string client_id = 9;
+   */
+  clientId: string;
 };
 
 /**
@@ -354,7 +772,7 @@ export type IntrospectTokenResponse = Message<"auth.v1.IntrospectTokenResponse">
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 13);
+  messageDesc(file_auth_v1_auth, 23);
 
 /**
  * @generated from message auth.v1.CreateUserRequest
@@ -388,7 +806,7 @@ export type CreateUserRequest = Message<"auth.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 14);
+  messageDesc(file_auth_v1_auth, 24);
 
 /**
  * @generated from message auth.v1.MintTokenRequest
@@ -424,7 +842,7 @@ export type MintTokenRequest = Message<"auth.v1.MintTokenRequest"> & {
  * Use `create(MintTokenRequestSchema)` to create a new message.
  */
 export const MintTokenRequestSchema: GenMessage<MintTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 15);
+  messageDesc(file_auth_v1_auth, 25);
 
 /**
  * @generated from message auth.v1.MintTokenResponse
@@ -456,7 +874,7 @@ export type MintTokenResponse = Message<"auth.v1.MintTokenResponse"> & {
  * Use `create(MintTokenResponseSchema)` to create a new message.
  */
 export const MintTokenResponseSchema: GenMessage<MintTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 16);
+  messageDesc(file_auth_v1_auth, 26);
 
 /**
  * @generated from message auth.v1.RevokeTokenRequest
@@ -473,7 +891,7 @@ export type RevokeTokenRequest = Message<"auth.v1.RevokeTokenRequest"> & {
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 17);
+  messageDesc(file_auth_v1_auth, 27);
 
 /**
  * @generated from message auth.v1.RevokeTokenResponse
@@ -490,7 +908,7 @@ export type RevokeTokenResponse = Message<"auth.v1.RevokeTokenResponse"> & {
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 18);
+  messageDesc(file_auth_v1_auth, 28);
 
 /**
  * @generated from message auth.v1.GetUsersRequest
@@ -512,7 +930,7 @@ export type GetUsersRequest = Message<"auth.v1.GetUsersRequest"> & {
  * Use `create(GetUsersRequestSchema)` to create a new message.
  */
 export const GetUsersRequestSchema: GenMessage<GetUsersRequest> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 19);
+  messageDesc(file_auth_v1_auth, 29);
 
 /**
  * @generated from message auth.v1.GetUsersResponse
@@ -529,7 +947,7 @@ export type GetUsersResponse = Message<"auth.v1.GetUsersResponse"> & {
  * Use `create(GetUsersResponseSchema)` to create a new message.
  */
 export const GetUsersResponseSchema: GenMessage<GetUsersResponse> = /*@__PURE__*/
-  messageDesc(file_auth_v1_auth, 20);
+  messageDesc(file_auth_v1_auth, 30);
 
 /**
  * AuthService owns users, opaque access tokens (stored hashed) and their scopes. The gateway
@@ -632,6 +1050,42 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof SignOutRequestSchema;
     output: typeof SignOutResponseSchema;
+  },
+  /**
+   * The OAuth 2.0 authorization server behind the gateway's authorization page, token and
+   * registration endpoints. Refusals are OAuth errors in the response (RFC 6749's codes), not
+   * RPC errors: the gateway answers them as the protocol says.
+   *
+   * @generated from rpc auth.v1.AuthService.CheckAuthorization
+   */
+  checkAuthorization: {
+    methodKind: "unary";
+    input: typeof CheckAuthorizationRequestSchema;
+    output: typeof CheckAuthorizationResponseSchema;
+  },
+  /**
+   * @generated from rpc auth.v1.AuthService.IssueAuthorizationCode
+   */
+  issueAuthorizationCode: {
+    methodKind: "unary";
+    input: typeof IssueAuthorizationCodeRequestSchema;
+    output: typeof IssueAuthorizationCodeResponseSchema;
+  },
+  /**
+   * @generated from rpc auth.v1.AuthService.ExchangeToken
+   */
+  exchangeToken: {
+    methodKind: "unary";
+    input: typeof ExchangeTokenRequestSchema;
+    output: typeof ExchangeTokenResponseSchema;
+  },
+  /**
+   * @generated from rpc auth.v1.AuthService.RegisterClient
+   */
+  registerClient: {
+    methodKind: "unary";
+    input: typeof RegisterClientRequestSchema;
+    output: typeof RegisterClientResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_auth_v1_auth, 0);

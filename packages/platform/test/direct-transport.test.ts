@@ -1,0 +1,48 @@
+/**
+ * The all-in-one process's in-process transport: client interceptors, then server interceptors,
+ * then the handler, in that order; the handler knows the call's deadline; failures reach the
+ * caller as ConnectErrors with their code, or as a cancellation once the caller's signal aborted.
+ */
+import test from "ava";
+import { Code, ConnectError, createClient, createRouterTransport, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { createDirectTransport } from "../src/direct-transport.ts";
+
+function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | undefined; header: Headers }) => Promise<boolean>, order: string[] = []) {
+  const tag = (name: string): Interceptor => (next) => async (req) => { order.push(name); return next(name === "client-2" ? { ...req } : req); };
+  const routes = (r: import("@connectrpc/connect").ConnectRouter) => r.service(AuthService, {
+    async checkApiKey(req: { apikey: string }, ctx: HandlerContext) { order.push("handler"); return { valid: await handler(req.apikey, { timeoutMs: ctx.timeoutMs, header: ctx.requestHeader }) }; },
+  } as never);
+  return createDirectTransport({
+    routes, clientInterceptors: [tag("client-1"), tag("client-2")], serverInterceptors: [tag("server-1")],
+    streams: createRouterTransport(routes),
+  });
+}
+
+test("interceptors run client first, then server, then the handler, with the deadline known", async (t) => {
+  const order: string[] = [];
+  let left: number | undefined;
+  const client = createClient(AuthService, transportWith(async (key, ctx) => { left = ctx.timeoutMs(); return key === "k"; }, order));
+  t.true((await client.checkApiKey({ apikey: "k" }, { timeoutMs: 5000 })).valid);
+  t.deepEqual(order, ["client-1", "client-2", "server-1", "handler"]);
+  t.true(left !== undefined && left > 4000 && left <= 5000, String(left));
+  t.false((await client.checkApiKey({ apikey: "x" })).valid);
+});
+
+test("a handler's failure is a ConnectError with its code; an aborted signal is a cancellation", async (t) => {
+  const client = createClient(AuthService, transportWith(async (key) => {
+    if (key === "boom") throw new ConnectError("no such key", Code.NotFound);
+    if (key === "plain") throw new Error("plain failure");
+    return true;
+  }));
+  const err = await t.throwsAsync(client.checkApiKey({ apikey: "boom" }));
+  t.true(err instanceof ConnectError);
+  t.is((err as ConnectError).code, Code.NotFound);
+  const plain = await t.throwsAsync(client.checkApiKey({ apikey: "plain" }));
+  t.true(plain instanceof ConnectError);
+  // A call that fails once its caller gave up is a cancellation, whatever the handler threw.
+  const abort = new AbortController();
+  abort.abort();
+  const cancelled = await t.throwsAsync(client.checkApiKey({ apikey: "plain" }, { signal: abort.signal }));
+  t.is((cancelled as ConnectError).code, Code.Canceled);
+});
