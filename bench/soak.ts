@@ -11,7 +11,8 @@
  * Every minute: requests, errors, p50/p99 latency, the server's RSS (/proc/<pid>/status), open
  * file descriptors (/proc/<pid>/fd), database connections (pg_stat_activity) and webhook
  * deliveries received. The verdict compares the later half of the minutes with the earlier half
- * (the first minute is warm-up when there are three or more): each figure flat, or FAIL.
+ * (the first minute is warm-up when there are three or more): latencies by their medians, RSS,
+ * fds and connections by their peaks; each figure flat, or FAIL.
  */
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -72,13 +73,18 @@ function fdsOf(pid: number): number {
 
 interface Minute { minute: number; requests: number; errors: number; p50: number; p99: number; rssMiB: number; fds: number; dbConnections: number; deliveries: number }
 
-/** The later half against the earlier half: flat when within the allowance. */
-function flat(rows: Minute[], pick: (m: Minute) => number, allow: (before: number) => number): { before: number; after: number; ok: boolean } {
+/**
+ * The later half against the earlier half: flat when within the allowance. Latencies compare
+ * medians; resources compare high-water marks ("max"), since a garbage-collected heap's RSS is a
+ * sawtooth whose troughs say nothing: a leak shows as peaks that keep rising.
+ */
+function flat(rows: Minute[], pick: (m: Minute) => number, allow: (before: number) => number, by: "median" | "max" = "median"): { before: number; after: number; ok: boolean } {
   const use = rows.length >= 3 ? rows.slice(1) : rows;
   const half = Math.floor(use.length / 2) || 1;
   const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor((s.length - 1) / 2)] ?? 0; };
-  const before = median(use.slice(0, half).map(pick));
-  const after = median(use.slice(-half).map(pick));
+  const of = (xs: number[]) => (by === "max" ? Math.max(...xs) : median(xs));
+  const before = of(use.slice(0, half).map(pick));
+  const after = of(use.slice(-half).map(pick));
   return { before, after, ok: after <= before + allow(before) };
 }
 
@@ -218,9 +224,9 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     const checks = {
       p50: flat(rows, (m) => m.p50, (b) => Math.max(2, b * 0.5)),
       p99: flat(rows, (m) => m.p99, (b) => Math.max(10, b * 1.0)),
-      rss: flat(rows, (m) => m.rssMiB, (b) => Math.max(32, b * 0.1)),
-      fds: flat(rows, (m) => m.fds, () => 10),
-      db_connections: flat(rows, (m) => m.dbConnections, () => 2),
+      rss: flat(rows, (m) => m.rssMiB, (b) => Math.max(32, b * 0.1), "max"),
+      fds: flat(rows, (m) => m.fds, () => 10, "max"),
+      db_connections: flat(rows, (m) => m.dbConnections, () => 2, "max"),
     };
     const table = [
       "| minute | requests | errors | p50 ms | p99 ms | RSS MiB | fds | db conns | webhook deliveries |",
