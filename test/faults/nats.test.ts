@@ -9,23 +9,18 @@
  *   npm run test:backends -- test/faults/nats.test.ts
  */
 import test from "ava";
-import pg from "pg";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { call, freePort, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { freePort, splitEnabled, startSplitSystem } from "../helpers/split.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
+import { mustCall, systemDb, until } from "../helpers/faults.js";
 
-async function until(check: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await sleep(200);
-  }
-  throw new Error(`timed out waiting for ${what}`);
+async function waitFor(check: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
+  if (!(await until(check, ms))) throw new Error(`timed out waiting for ${what}`);
 }
 
 function listening(port: number): Promise<boolean> {
@@ -38,7 +33,7 @@ function listening(port: number): Promise<boolean> {
 /** A nats-server with JetStream of this test's own, on `port`, keeping its store in `dir`. */
 async function startNats(port: number, dir: string): Promise<ChildProcess> {
   const child = spawn("nats-server", ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", dir], { stdio: "ignore" });
-  await until(() => listening(port), 20_000, `nats-server on ${port}`);
+  await waitFor(() => listening(port), 20_000, `nats-server on ${port}`);
   return child;
 }
 
@@ -62,22 +57,16 @@ if (!splitEnabled) {
     t.teardown(() => receiver.close());
     const sys = await startSplitSystem({ env: { NATS_URL: `nats://127.0.0.1:${port}`, WEBHOOK_COALESCE_MS: "1000", OUTBOUND_ALLOWED_HOSTS: "localhost" } });
     t.teardown(() => sys.stop());
-    const db = new pg.Client({ connectionString: sys.env.DATABASE_URL });
-    await db.connect();
-    t.teardown(() => db.end());
+    const db = await systemDb(t, sys);
     const [gw] = sys.gateways as [string];
     const alice = await sys.user("alice");
-    const must = async (body: Record<string, unknown>) => {
-      const res = await call(gw, alice.token, body);
-      if (res.status !== 200) throw new Error(`${body.op}: ${res.status} ${JSON.stringify(res.body)}\n${sys.diagnostics()}`);
-      return res.body;
-    };
+    const must = mustCall(sys, gw, alice.token);
     const id = (await must({ op: "collections.create", name: "Evented", share_access_level: "public" })).collection.id as number;
     await must({ op: "collections.publish", collection_id: id, slug: `evented-${id}` });
     await must({ op: "collections.webhook_set", collection_id: id, url: receiver.url });
     // The path works before the fault: a change is delivered.
     await must({ op: "collections.update", collection_id: id, description: "before" });
-    await until(() => receiver.received.length >= 1, 60_000, "the first delivery");
+    await waitFor(() => receiver.received.length >= 1, 60_000, "the first delivery");
     await sleep(1500);
     const before = receiver.received.length;
 
@@ -94,7 +83,7 @@ if (!splitEnabled) {
     // NATS comes back on the same port and store; nobody restarts anything.
     nats = await startNats(port, store);
     const changesAfter = () => receiver.received.slice(before).reduce((n, r) => n + (r.json.changes as unknown[]).length, 0);
-    await until(() => changesAfter() >= CHANGES, 150_000, `${CHANGES} changes delivered after NATS returned (got ${changesAfter()})`);
+    await waitFor(() => changesAfter() >= CHANGES, 150_000, `${CHANGES} changes delivered after NATS returned (got ${changesAfter()})`);
     await sleep(3000); // anything duplicated would arrive meanwhile
     t.is(changesAfter(), CHANGES, "each change delivered exactly once");
     const ats = receiver.received.slice(before).flatMap((r) => (r.json.changes as Array<{ at: string }>).map((c) => c.at));

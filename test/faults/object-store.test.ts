@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { API_KEY } from "../helpers/system.js";
 import { call, freePort, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { mustCall } from "../helpers/faults.js";
 
 const require = createRequire(import.meta.url);
 
@@ -43,11 +44,7 @@ if (!splitEnabled) {
     t.teardown(() => sys.stop());
     const [gw] = sys.gateways as [string];
     const alice = await sys.user("alice");
-    const must = async (body: Record<string, unknown>) => {
-      const res = await call(gw, alice.token, body);
-      if (res.status !== 200) throw new Error(`${body.op}: ${res.status} ${JSON.stringify(res.body)}\n${sys.diagnostics()}`);
-      return res.body;
-    };
+    const must = mustCall(sys, gw, alice.token);
     const collectionId = (await must({ op: "collections.create", name: "Stored" })).collection.id as number;
     const uploadBody = (bytes: Buffer) => ({ op: "media.upload", collection_id: collectionId, filename: "f.bin", content_base64: bytes.toString("base64"), content_length: bytes.length, sha256: createHash("sha256").update(bytes).digest("hex") });
     await must(uploadBody(randomBytes(1000)));

@@ -8,23 +8,10 @@
  *   npm run test:backends -- test/faults/service-kill.test.ts
  */
 import test from "ava";
-import pg from "pg";
 import { createHash, randomBytes } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import { API_KEY } from "../helpers/system.js";
 import { call, splitEnabled, startSplitSystem } from "../helpers/split.js";
-
-/** The first key of the advisory lock the media service takes on a collection while it changes its rows. */
-const MEDIA_LOCK = 0x6d656469;
-
-async function until(check: () => Promise<boolean>, ms = 30_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return true;
-    await sleep(100);
-  }
-  return false;
-}
+import { heldInMedia, mustCall, systemDb } from "../helpers/faults.js";
 
 if (!splitEnabled) {
   test.skip("a service killed mid-operation and restarted (skipped: needs the real backends; npm run test:backends)", () => {});
@@ -33,16 +20,10 @@ if (!splitEnabled) {
     t.timeout(300_000);
     const sys = await startSplitSystem();
     t.teardown(() => sys.stop());
-    const db = new pg.Client({ connectionString: sys.env.DATABASE_URL });
-    await db.connect();
-    t.teardown(() => db.end());
+    const db = await systemDb(t, sys);
     const [gw] = sys.gateways as [string];
     const alice = await sys.user("alice");
-    const must = async (body: Record<string, unknown>) => {
-      const res = await call(gw, alice.token, body);
-      if (res.status !== 200) throw new Error(`${body.op}: ${res.status} ${JSON.stringify(res.body)}\n${sys.diagnostics()}`);
-      return res.body;
-    };
+    const must = mustCall(sys, gw, alice.token);
     const collectionId = (await must({ op: "collections.create", name: "Killed" })).collection.id as number;
     const noteId = (await must({ op: "media.text_note.add", collection_id: collectionId, name: "to delete", text: "x" })).media.id as number;
 
@@ -59,18 +40,12 @@ if (!splitEnabled) {
     // Mid-operation: media.delete waits inside media's transaction on the collection's lock when
     // media is killed, so it cannot have committed.
     const deleteBody = { op: "media.delete", media_ids: [noteId], mode: "soft", confirm: true, idempotency_key: "delete-once" };
-    await db.query("SELECT pg_advisory_lock($1::int, $2::int)", [MEDIA_LOCK, collectionId]);
-    const deleting = call(gw, alice.token, deleteBody);
-    const waiting = await until(async () => (await db.query(
-      "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = $2::bigint::oid",
-      [MEDIA_LOCK, collectionId],
-    )).rows[0].n > 0);
-    t.true(waiting, `media's transaction waits on the lock\n${sys.diagnostics()}`);
+    const deleting = await heldInMedia(db, sys, collectionId, () => call(gw, alice.token, deleteBody));
     const media = sys.procs.find((p) => p.name === "media" && !p.done)!;
     media.child.kill("SIGKILL");
     await media.exited;
-    await db.query("SELECT pg_advisory_unlock($1::int, $2::int)", [MEDIA_LOCK, collectionId]);
-    const killed = await deleting;
+    await deleting.release();
+    const killed = await deleting.answer;
     t.is(killed.status, 503, JSON.stringify(killed.body));
     t.is(killed.body.error, "unavailable");
     t.truthy(killed.headers.get("retry-after"));

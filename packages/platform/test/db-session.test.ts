@@ -19,9 +19,15 @@ test("every connection of the pool carries the settings", async (t) => {
   const db = createDb(adminUrl, "public", 3, { "pg_trgm.word_similarity_threshold": "0.45", statement_timeout: "4321" });
   const plain = createDb(adminUrl, "public", 1);
   try {
-    // Three connections at once: each reports the settings.
+    // Three connections at once: each transaction holds its connection until all three are
+    // open (a sleep would let a loaded machine hand one connection out twice), then reports.
+    let inside = 0;
+    let allInside!: () => void;
+    const barrier = new Promise<void>((resolve) => { allInside = resolve; });
     const seen = await Promise.all([0, 1, 2].map(() => db.transaction(async (trx) => {
-      const { rows } = await trx.raw("SELECT current_setting('pg_trgm.word_similarity_threshold', true) AS w, current_setting('statement_timeout') AS s, pg_backend_pid() AS pid, pg_sleep(0.05)");
+      const { rows } = await trx.raw("SELECT current_setting('pg_trgm.word_similarity_threshold', true) AS w, current_setting('statement_timeout') AS s, pg_backend_pid() AS pid");
+      if (++inside === 3) allInside();
+      await barrier;
       return rows[0] as { w: string; s: string; pid: number };
     })));
     t.is(new Set(seen.map((r) => r.pid)).size, 3);

@@ -6,11 +6,11 @@
  */
 import test from "ava";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readlinkSync, rmSync, chmodSync, statSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readlinkSync, rmSync, chmodSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { chooseEngineBase, engineBaseCandidates, engineHome, ensureEngineCopy, externalClusterDir, reachableByOthers, type ModeOf } from "../src/engine-home.ts";
+import { assertOwnFolder, chooseEngineBase, engineBaseCandidates, engineHome, ensureEngineCopy, externalClusterDir, reachableByOthers, type ModeOf } from "../src/engine-home.ts";
 
 /** Folder modes of a pretend file system. */
 const modes = (m: Record<string, number>): ModeOf => (p) => m[p];
@@ -70,6 +70,23 @@ test("the engine copy is made once, reused, finds its own binaries, and runs as 
   } else {
     t.regex(execFileSync(binaries.postgres, ["--version"], { encoding: "utf8" }), /PostgreSQL/);
   }
+});
+
+test("the engine home is used only when it is this user's own folder that nobody else may write to", (t) => {
+  const base = mkdtempSync(join(tmpdir(), "cms-engine-own-"));
+  t.teardown(() => rmSync(base, { recursive: true, force: true }));
+  const own = join(base, "own");
+  mkdirSync(own, { mode: 0o755 });
+  chmodSync(own, 0o755);
+  t.notThrows(() => assertOwnFolder(own));
+  const writable = join(base, "writable");
+  mkdirSync(writable);
+  chmodSync(writable, 0o777);
+  t.throws(() => assertOwnFolder(writable), { message: /only it may write/ });
+  const link = join(base, "link");
+  symlinkSync(own, link);
+  t.throws(() => assertOwnFolder(link), { message: /a link/ });
+  t.throws(() => assertOwnFolder(own, 12345), { message: /uid 12345/ });
 });
 
 test("a copy made by a checkout that is gone (a CI clone) is used again: its links to the library's dependencies follow this checkout", (t) => {

@@ -2,29 +2,13 @@
 import test from "ava";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Knex } from "knex";
-import { AppError, createDb, migrate } from "@cms/platform";
-import { freshDatabase } from "../../../test/helpers/system.ts";
+import { AppError } from "@cms/platform";
+import { useGatewayDatabase } from "./gateway-db.ts";
 import { canonicalJson } from "../src/domain/canonical-json.ts";
-import { gatewayMigrations } from "../src/store/migrations.ts";
 import { createIdempotencyStore, IDEMPOTENCY_TTL_MS, type Claim, type IdempotencyStore } from "../src/store/idempotency-store.ts";
 
-const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
-let database: { url: string; drop(): Promise<void> } | undefined;
-let db: Knex | undefined;
 let store: IdempotencyStore;
-
-test.before(async () => {
-  database = await freshDatabase(adminUrl);
-  db = createDb(database.url, "gateway", 5);
-  await migrate(db, "gateway", gatewayMigrations);
-  store = createIdempotencyStore(db);
-});
-test.after.always(async () => {
-  store?.stop();
-  await db?.destroy();
-  await database?.drop();
-});
+const gatewayDb = useGatewayDatabase(test, { ready: (db) => { store = createIdempotencyStore(db); }, closing: () => store?.stop() });
 
 /** A user id no other test uses (the table is shared by the tests of this file). */
 const user = () => `user-${randomUUID()}`;
@@ -38,7 +22,7 @@ test("the first claim of a key is 'claimed' and leaves a pending record", async 
   const u = user();
   const c = await store.claim(u, "collections.create", "k1", "hash-a");
   t.is(c.kind, "claimed");
-  const row = await db!("idempotency_keys").where({ user_id: u, op: "collections.create", key: "k1" }).first();
+  const row = await gatewayDb()("idempotency_keys").where({ user_id: u, op: "collections.create", key: "k1" }).first();
   t.is(row.state, "pending");
   t.is(row.request_hash, "hash-a");
 });
@@ -85,7 +69,7 @@ test("release() frees the key for a new claim (any body)", async (t) => {
   const u = user();
   const c = claimed(await store.claim(u, "collections.create", "k3", "hash-a"));
   await c.release();
-  t.is(await db!("idempotency_keys").where({ user_id: u }).first(), undefined);
+  t.is(await gatewayDb()("idempotency_keys").where({ user_id: u }).first(), undefined);
   const c2 = await store.claim(u, "collections.create", "k3", "hash-b");
   t.is(c2.kind, "claimed");
 });
@@ -132,7 +116,7 @@ test("a waiter takes over when the first claim is released", async (t) => {
 });
 
 test("a claim that waits too long gives conflict", async (t) => {
-  const quick = createIdempotencyStore(db!, { waitMs: 200 });
+  const quick = createIdempotencyStore(gatewayDb(), { waitMs: 200 });
   t.teardown(() => quick.stop());
   const u = user();
   claimed(await quick.claim(u, "collections.create", "k7", "hash-a"));
@@ -145,7 +129,7 @@ test("a record older than 24 hours no longer counts", async (t) => {
   const u = user();
   const c = claimed(await store.claim(u, "collections.create", "k8", "hash-a"));
   await c.complete({ status: 200, body: "old" });
-  await db!("idempotency_keys").where({ user_id: u }).update({ created_at: new Date(Date.now() - IDEMPOTENCY_TTL_MS - 60_000) });
+  await gatewayDb()("idempotency_keys").where({ user_id: u }).update({ created_at: new Date(Date.now() - IDEMPOTENCY_TTL_MS - 60_000) });
   const fresh = await store.claim(u, "collections.create", "k8", "hash-b");
   t.is(fresh.kind, "claimed");
 });

@@ -1,25 +1,11 @@
 /** MCP sessions: idle expiry, per-user and total bounds, closing; in memory and in PostgreSQL. */
 import test from "ava";
 import { randomUUID } from "node:crypto";
-import type { Knex } from "knex";
-import { AppError, createDb, migrate } from "@cms/platform";
-import { freshDatabase } from "../../../test/helpers/system.ts";
-import { gatewayMigrations } from "../src/store/migrations.ts";
+import { AppError } from "@cms/platform";
+import { useGatewayDatabase } from "./gateway-db.ts";
 import { createMemoryMcpSessions, createPgMcpSessions, type McpSessionLimits, type McpSessionStore } from "../src/store/mcp-session-store.ts";
 
-const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
-let database: { url: string; drop(): Promise<void> } | undefined;
-let db: Knex | undefined;
-
-test.before(async () => {
-  database = await freshDatabase(adminUrl);
-  db = createDb(database.url, "gateway", 5);
-  await migrate(db, "gateway", gatewayMigrations);
-});
-test.after.always(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const gatewayDb = useGatewayDatabase(test);
 
 const T0 = Date.UTC(2031, 4, 6, 12, 0, 0);
 const user = () => `user-${randomUUID()}`;
@@ -27,7 +13,7 @@ const user = () => `user-${randomUUID()}`;
 type Make = (limits: McpSessionLimits) => McpSessionStore;
 const impls: Array<[string, Make]> = [
   ["memory", (limits) => createMemoryMcpSessions(limits)],
-  ["pg", (limits) => createPgMcpSessions(db!, limits)],
+  ["pg", (limits) => createPgMcpSessions(gatewayDb(), limits)],
 ];
 
 // The pg tests share one table, so they run one after the other (the total bound counts all rows).
@@ -81,7 +67,7 @@ for (const [kind, make] of impls) {
   });
 
   test.serial(`[${kind}] at most max sessions are open: one more is refused until idle ones expire`, async (t) => {
-    if (kind === "pg") await db!("mcp_sessions").delete();
+    if (kind === "pg") await gatewayDb()("mcp_sessions").delete();
     const s = make({ idleMs: 10_000, perUser: 5, max: 2 });
     t.teardown(() => s.stop());
     const [u1, u2, u3] = [user(), user(), user()];

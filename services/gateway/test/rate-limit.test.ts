@@ -1,25 +1,10 @@
 /** Fixed one-minute windows: the in-memory limiter and the shared PostgreSQL one. */
 import test from "ava";
-import type { Knex } from "knex";
-import { createDb, migrate } from "@cms/platform";
-import { freshDatabase } from "../../../test/helpers/system.ts";
+import { useGatewayDatabase } from "./gateway-db.ts";
 import { decide } from "../src/domain/rate-window.ts";
-import { gatewayMigrations } from "../src/store/migrations.ts";
 import { createMemoryRateLimiter, createPgRateLimiter, type RateLimiter } from "../src/store/rate-limit-store.ts";
 
-const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
-let database: { url: string; drop(): Promise<void> } | undefined;
-let db: Knex | undefined;
-
-test.before(async () => {
-  database = await freshDatabase(adminUrl);
-  db = createDb(database.url, "gateway", 5);
-  await migrate(db, "gateway", gatewayMigrations);
-});
-test.after.always(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const gatewayDb = useGatewayDatabase(test);
 
 // A window boundary far from "now", so that the explicit clock decides everything.
 const W0 = Date.UTC(2031, 4, 6, 12, 0, 0);
@@ -33,7 +18,7 @@ test("decide", (t) => {
 type Make = (limit: number) => RateLimiter;
 const impls: Array<[string, Make]> = [
   ["memory", (limit) => createMemoryRateLimiter(limit)],
-  ["pg", (limit) => createPgRateLimiter(db!, limit)],
+  ["pg", (limit) => createPgRateLimiter(gatewayDb(), limit)],
 ];
 
 let n = 0;
@@ -85,8 +70,8 @@ for (const [kind, make] of impls) {
 }
 
 test("[pg] two limiters (replicas) share one count", async (t) => {
-  const r1 = createPgRateLimiter(db!, 3);
-  const r2 = createPgRateLimiter(db!, 3);
+  const r1 = createPgRateLimiter(gatewayDb(), 3);
+  const r2 = createPgRateLimiter(gatewayDb(), 3);
   t.teardown(() => { r1.stop(); r2.stop(); });
   const key = freshKey("shared");
   t.is((await r1.hit(key, W0)).remaining, 2);
@@ -96,19 +81,19 @@ test("[pg] two limiters (replicas) share one count", async (t) => {
 });
 
 test("[pg] 20 concurrent hits on one key count exactly 20", async (t) => {
-  const rl = createPgRateLimiter(db!, 10);
+  const rl = createPgRateLimiter(gatewayDb(), 10);
   t.teardown(() => rl.stop());
   const key = freshKey("burst");
   const now = W0 + 30_000;
   const decisions = await Promise.all(Array.from({ length: 20 }, () => rl.hit(key, now)));
   t.is(decisions.filter((d) => d.allowed).length, 10, "exactly the limit is allowed");
-  const row = await db!("rate_limits").where({ key }).first();
+  const row = await gatewayDb()("rate_limits").where({ key }).first();
   t.is(row.count, 20);
   t.is(new Date(row.window_start).getTime(), W0);
   // Each hit saw a distinct count 1..20 (remaining is limit - count, floored at 0).
   t.deepEqual(decisions.map((d) => d.remaining).sort((a, b) => b - a), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
   t.is((await rl.hit(key, now)).allowed, false);
-  t.is((await db!("rate_limits").where({ key }).first()).count, 21);
+  t.is((await gatewayDb()("rate_limits").where({ key }).first()).count, 21);
 });
 
 test("[memory] 20 concurrent hits on one key count exactly 20", async (t) => {

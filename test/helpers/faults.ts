@@ -1,0 +1,55 @@
+/**
+ * Pieces the fault tests share (test/faults/, split mode on the real backends): waiting for a
+ * condition, a client of the system's database, a call that must answer 200, and a media call
+ * held inside media's transaction (on the advisory lock media takes on a collection) so that a
+ * process can be killed or stopped while the call is surely in flight.
+ */
+import type { ExecutionContext } from "ava";
+import pg from "pg";
+import { setTimeout as sleep } from "node:timers/promises";
+import { call, type SplitSystem } from "./split.js";
+
+/** The first key of the advisory lock the media service takes on a collection while it changes its rows. */
+export const MEDIA_LOCK = 0x6d656469;
+
+/** Polls `check` every 100 ms until it holds or `ms` pass; whether it held. */
+export async function until(check: () => Promise<boolean> | boolean, ms = 30_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check()) return true;
+    await sleep(100);
+  }
+  return false;
+}
+
+/** A client of the split system's database, closed when the test ends. */
+export async function systemDb(t: ExecutionContext, sys: SplitSystem): Promise<pg.Client> {
+  const db = new pg.Client({ connectionString: sys.env.DATABASE_URL });
+  await db.connect();
+  t.teardown(() => db.end());
+  return db;
+}
+
+/** A call through `gateway` as `token` that must answer 200; its body (the diagnostics otherwise). */
+export function mustCall(sys: SplitSystem, gateway: string, token: string) {
+  return async (body: Record<string, unknown>): Promise<Record<string, any>> => {
+    const res = await call(gateway, token, body);
+    if (res.status !== 200) throw new Error(`${String(body.op)}: ${res.status} ${JSON.stringify(res.body)}\n${sys.diagnostics()}`);
+    return res.body;
+  };
+}
+
+/**
+ * Holds media's lock on `collectionId`, starts `send()` (a media call that changes rows of that
+ * collection), and waits until media's transaction waits on the lock. `release()` lets it go on.
+ */
+export async function heldInMedia<T>(db: pg.Client, sys: SplitSystem, collectionId: number, send: () => Promise<T>): Promise<{ answer: Promise<T>; release(): Promise<void> }> {
+  await db.query("SELECT pg_advisory_lock($1::int, $2::int)", [MEDIA_LOCK, collectionId]);
+  const answer = send();
+  const waiting = await until(async () => (await db.query(
+    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = $2::bigint::oid",
+    [MEDIA_LOCK, collectionId],
+  )).rows[0].n > 0);
+  if (!waiting) throw new Error(`media's transaction never waited on the lock\n${sys.diagnostics()}`);
+  return { answer, release: async () => { await db.query("SELECT pg_advisory_unlock($1::int, $2::int)", [MEDIA_LOCK, collectionId]); } };
+}
