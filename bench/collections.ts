@@ -12,18 +12,12 @@ import { join } from "node:path";
 import { loadConfig } from "@cms/platform";
 import { startSystem } from "@cms/server";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
-import { drive, formatTable, round, startBareQueryServer, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { WORDS, drive, formatTable, round, startBareQueryServer, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 
 const API_KEY = "bench-key";
 const OP_PATH = "/functions/v1/thirdparty-v1";
 const USERS = Number(process.env.BENCH_USERS ?? 1000);
 const PER_USER = Number(process.env.BENCH_COLLECTIONS_PER_USER ?? 100);
-
-const WORDS = ("alpine amber autumn beach berlin birds bridges cabin canyon castle cats cedar city coast coffee " +
-  "concert desert design dogs dunes forest garden glacier harbor hiking island jazz kyoto lakes lisbon market " +
-  "meadow montreal mountain museum night ocean orchard paris portrait prague rain recipes river roads rome ruins " +
-  "sailing sketches snow spring street summer sunset temple tokyo trains travel valley vienna vintage winter " +
-  "wedding wildlife").split(" ");
 
 async function run(opts: BenchOptions): Promise<ScenarioReport> {
   process.env.OTEL_SDK_DISABLED ??= "true";

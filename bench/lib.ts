@@ -12,6 +12,13 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import { fileURLToPath } from "node:url";
 
+/** The vocabulary the collections and search scenarios seed their names, descriptions and tags from. */
+export const WORDS = ("alpine amber autumn beach berlin birds bridges cabin canyon castle cats cedar city coast coffee " +
+  "concert desert design dogs dunes forest garden glacier harbor hiking island jazz kyoto lakes lisbon market " +
+  "meadow montreal mountain museum night ocean orchard paris portrait prague rain recipes river roads rome ruins " +
+  "sailing sketches snow spring street summer sunset temple tokyo trains travel valley vienna vintage winter " +
+  "wedding wildlife").split(" ");
+
 export interface LoadSpec {
   /** Row name in the result table. */
   name: string;
@@ -158,23 +165,35 @@ export async function driveInProcess(spec: LoadSpec): Promise<LoadResult> {
   }
 }
 
-/** Runs the load in a child process (bench/load-client.ts) and returns its result. */
-export function drive(spec: LoadSpec): Promise<LoadResult> {
-  const entry = fileURLToPath(new URL("./load-client.ts", import.meta.url));
-  const limitMs = spec.warmupMs + spec.durationMs + 60_000;
+/**
+ * Runs a client script of bench/ in a child process (its own event loop and RSS): `input` as
+ * JSON on its stdin, its last stdout line parsed as the result; killed after `limitMs`.
+ */
+function runClient<T>(script: string, input: unknown, limitMs: number, what: string): Promise<T> {
+  const entry = fileURLToPath(new URL(script, import.meta.url));
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", entry], { stdio: ["pipe", "pipe", "inherit"] });
     let out = "";
-    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`load client for ${spec.name} ran over ${limitMs} ms`)); }, limitMs);
+    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`${what} ran over ${limitMs} ms`)); }, limitMs);
     child.stdout.on("data", (d: Buffer) => { out += d.toString("utf8"); });
     child.on("error", (err) => { clearTimeout(timer); reject(err); });
     child.on("exit", (code) => {
       clearTimeout(timer);
-      if (code !== 0) { reject(new Error(`load client for ${spec.name} exited with ${code}`)); return; }
-      try { resolve(JSON.parse(out.trim().split("\n").pop()!)); } catch { reject(new Error(`load client printed no result: ${out}`)); }
+      if (code !== 0) { reject(new Error(`${what} exited with ${code}`)); return; }
+      try { resolve(JSON.parse(out.trim().split("\n").pop()!)); } catch { reject(new Error(`${what} printed no result: ${out}`)); }
     });
-    child.stdin.end(JSON.stringify(spec));
+    child.stdin.end(JSON.stringify(input));
   });
+}
+
+/** Runs the load in a child process (bench/load-client.ts) and returns its result. */
+export function drive(spec: LoadSpec): Promise<LoadResult> {
+  return runClient("./load-client.ts", spec, spec.warmupMs + spec.durationMs + 60_000, `load client for ${spec.name}`);
+}
+
+/** Runs one job of bench/transfer-client.ts in a child process; its JSON result. */
+export function transferClient<T>(job: Record<string, unknown>): Promise<T> {
+  return runClient("./transfer-client.ts", job, 600_000, `transfer client (${String(job.kind)})`);
 }
 
 export function round(n: number, digits: number): number {
@@ -284,23 +303,32 @@ export async function startBareQueryServer(databaseUrl: string, query: (body: Re
  */
 export interface CpuMeter { read(): { nodeUs: number; pgUs: number } }
 
+/** Microseconds per clock tick of /proc/<pid>/stat (USER_HZ is 100 on Linux). */
+const TICK_US = 1e6 / 100;
+
+/**
+ * The fields of /proc/<pid>/stat after the command name, or undefined once the process is gone:
+ * f[1] ppid, f[11] utime, f[12] stime, f[13] cutime, f[14] cstime in ticks (fields 4, 14-17 of proc(5)).
+ */
+function procStat(pid: number | string): string[] | undefined {
+  let stat: string;
+  try { stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8"); } catch { return undefined; }
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
 export function cpuMeter(dataDir?: string): CpuMeter {
-  const { readFileSync, readdirSync } = fs;
-  const tick = 1e6 / 100; // USER_HZ is 100 on Linux
   let postmaster: number | undefined;
-  try { postmaster = dataDir ? Number(readFileSync(`${dataDir}/postgres/postmaster.pid`, "utf8").split("\n")[0]) : undefined; } catch { postmaster = undefined; }
+  try { postmaster = dataDir ? Number(fs.readFileSync(`${dataDir}/postgres/postmaster.pid`, "utf8").split("\n")[0]) : undefined; } catch { postmaster = undefined; }
   const pgUs = () => {
     if (!postmaster) return 0;
     let sum = 0;
-    for (const pid of readdirSync("/proc")) {
+    for (const pid of fs.readdirSync("/proc")) {
       if (!/^\d+$/.test(pid)) continue;
-      let stat: string;
-      try { stat = readFileSync(`/proc/${pid}/stat`, "utf8"); } catch { continue; }
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      // f[1] = ppid, f[11] utime, f[12] stime, f[13] cutime, f[14] cstime (fields 4, 14-17 of
-      // proc(5)): the postmaster's children that exited count in its cutime and cstime.
-      if (Number(pid) === postmaster) sum += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * tick;
-      else if (Number(f[1]) === postmaster) sum += (Number(f[11]) + Number(f[12])) * tick;
+      const f = procStat(pid);
+      if (!f) continue;
+      // The postmaster's children that exited count in its cutime and cstime.
+      if (Number(pid) === postmaster) sum += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_US;
+      else if (Number(f[1]) === postmaster) sum += (Number(f[11]) + Number(f[12])) * TICK_US;
     }
     return sum;
   };
@@ -311,11 +339,8 @@ export function cpuMeter(dataDir?: string): CpuMeter {
 export function processCpuUs(pids: number[]): number {
   let sum = 0;
   for (const pid of pids) {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      sum += (Number(f[11]) + Number(f[12])) * (1e6 / 100);
-    } catch { /* exited */ }
+    const f = procStat(pid);
+    if (f) sum += (Number(f[11]) + Number(f[12])) * TICK_US;
   }
   return sum;
 }

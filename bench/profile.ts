@@ -8,26 +8,16 @@
  */
 import { Session } from "node:inspector/promises";
 import { writeFileSync } from "node:fs";
-import { startBenchSystem, drive, type BenchSystem } from "./lib.js";
+import { startBenchSystem, drive, transferClient, type BenchSystem } from "./lib.js";
+
+/** One bench/transfer-client.ts job; its result as a JSON line. */
+const transferLine = async (job: Record<string, unknown>) => JSON.stringify(await transferClient(job));
 
 /**
  * A case seeds what its operation needs and returns the op body driven at 32 connections, or
  * runs its own workload (`work`, profiled whole instead of the load).
  */
 interface Case { seed(b: BenchSystem): Promise<Record<string, unknown>>; work?(b: BenchSystem, body: Record<string, unknown>): Promise<string> }
-
-/** Runs bench/transfer-client.ts with one job in a child process; its JSON line. */
-async function transferJob(job: Record<string, unknown>): Promise<string> {
-  const { spawn } = await import("node:child_process");
-  const entry = new URL("./transfer-client.ts", import.meta.url).pathname;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", entry], { stdio: ["pipe", "pipe", "inherit"] });
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => { out += d.toString(); });
-    child.on("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`transfer client exited with ${code}`))));
-    child.stdin.end(JSON.stringify(job));
-  });
-}
 
 const seedCollections = async (b: BenchSystem, n: number) => {
   await b.system.dbOf("collections")!.raw(
@@ -47,7 +37,7 @@ const CASES: Record<string, Case> = {
   // A 25MB chunked upload with 1 MiB chunks, one at a time (bench transfers).
   "upload_chunk": {
     seed: async (b) => ({ collection_id: await seedCollections(b, 1) }),
-    work: async (b, body) => transferJob({ kind: "chunked", endpoint: b.endpoint, headers: b.headers, collectionId: body.collection_id, size: 25 * 1024 * 1024, chunkBytes: 1024 * 1024 }),
+    work: async (b, body) => transferLine({ kind: "chunked", endpoint: b.endpoint, headers: b.headers, collectionId: body.collection_id, size: 25 * 1024 * 1024, chunkBytes: 1024 * 1024 }),
   },
   // A 25MB byte_upload_url PUT, three times.
   "put": {
@@ -56,7 +46,7 @@ const CASES: Record<string, Case> = {
       const out: string[] = [];
       for (let i = 0; i < 3; i++) {
         const u = await b.call({ op: "media.get_upload_url", collection_id: body.collection_id, filename: `p${i}.bin`, content_type: "application/octet-stream", content_length: 25 * 1024 * 1024 });
-        out.push(await transferJob({ kind: "put", url: u.byte_upload_url, contentType: "application/octet-stream", size: 25 * 1024 * 1024 }));
+        out.push(await transferLine({ kind: "put", url: u.byte_upload_url, contentType: "application/octet-stream", size: 25 * 1024 * 1024 }));
       }
       return out.join(" ");
     },

@@ -20,15 +20,10 @@ import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { COLLECTION_COLUMNS, searchPlanSql } from "@cms/collections/store/collections-store";
 import { MEDIA_COLUMNS, mediaSearchPlanSql } from "@cms/media/store/media-store";
 import {
-  alternate, drive, formatTable, ratioRange, roundRatios, startBareQueryServer, startBenchSystem,
+  WORDS, alternate, drive, formatTable, ratioRange, roundRatios, startBareQueryServer, startBenchSystem,
   type BenchOptions, type LoadResult, type Scenario, type ScenarioReport,
 } from "./lib.js";
 
-const WORDS = ("alpine amber autumn beach berlin birds bridges cabin canyon castle cats cedar city coast coffee " +
-  "concert desert design dogs dunes forest garden glacier harbor hiking island jazz kyoto lakes lisbon market " +
-  "meadow montreal mountain museum night ocean orchard paris portrait prague rain recipes river roads rome ruins " +
-  "sailing sketches snow spring street summer sunset temple tokyo trains travel valley vienna vintage winter " +
-  "wedding wildlife").split(" ");
 /** In 1% of every user's rows: i % 300 = 37 in the name, 137 in the description, 237 in the tags. */
 const PROBE = "zephyr";
 /** A vocabulary word: in roughly one row in ten (ranking over many candidates). */

@@ -14,19 +14,15 @@
  * (the first minute is warm-up when there are three or more): latencies by their medians, RSS,
  * fds and connections by their peaks; each figure flat, or FAIL.
  */
-import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import pg from "pg";
 import { percentile, round, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
 import { startReceiver } from "../test/helpers/webhook-receiver.js";
+import { admin, startTarget } from "../test/helpers/split.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const MAIN = join(ROOT, "packages/server/src/main.ts");
-const ADMIN = join(ROOT, "packages/server/src/admin-cli.ts");
 const API_KEY = "soak-key";
 
 function minutesArg(): number {
@@ -35,31 +31,6 @@ function minutesArg(): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 1 || n > 240) throw new Error(`--minutes must be 1..240, got ${raw}`);
   return Math.round(n);
-}
-
-/** Starts the system as a child process; resolves with its URL once it logs that it listens. */
-function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", MAIN, "--target=all"], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  let err = "";
-  child.stderr!.on("data", (d: Buffer) => { err += String(d); });
-  return new Promise((resolve, reject) => {
-    child.stdout!.on("data", (d: Buffer) => {
-      out += String(d);
-      const m = /listening on (http:\/\/[^"\s]+)/.exec(out);
-      if (m) resolve({ child, url: m[1]! });
-    });
-    child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening: ${err.slice(-2000)}`)));
-  });
-}
-
-function admin(env: Record<string, string>, args: string[]): Promise<Record<string, any>> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ["--import", "tsx", ADMIN, ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error) return reject(new Error(`admin ${args.join(" ")}: ${error.message}\n${stdout}\n${stderr}`));
-      resolve(JSON.parse(stdout.trim().split("\n").pop()!));
-    });
-  });
 }
 
 function rssOf(pid: number): number {
@@ -98,8 +69,11 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", OTEL_SDK_DISABLED: "true", GATEWAY_API_KEYS: API_KEY,
     RATE_LIMIT_PER_MINUTE: "100000000", OUTBOUND_ALLOWED_HOSTS: "localhost", WEBHOOK_COALESCE_MS: "1000",
   };
-  const { child, url } = await startServer(env);
-  const pid = child.pid!;
+  // The inherited environment, then the soak's own settings; the admin CLI runs with the same.
+  const childEnv = { ...process.env, ...env } as Record<string, string>;
+  const server = startTarget("all", "all", childEnv);
+  const url = (await server.ready.catch((err: Error) => { throw new Error(`${err.message}\n${server.output.slice(-40).join("\n")}`); })).slice("listening on ".length);
+  const pid = server.child.pid!;
   const owner = JSON.parse(readFileSync(join(dataDir, "postgres.owner.json"), "utf8")) as { port: number };
   const db = new pg.Client({ connectionString: `postgres://postgres:postgres@127.0.0.1:${owner.port}/cms` });
   await db.connect();
@@ -107,8 +81,8 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     const users: string[] = [];
     for (let i = 0; i < concurrency; i++) {
       const name = `soak${i}${randomBytes(2).toString("hex")}`;
-      await admin(env, ["user", "create", name, "--plan", "paid"]);
-      users.push((await admin(env, ["token", "mint", name])).access_token as string);
+      await admin(childEnv, ["user", "create", name, "--plan", "paid"]);
+      users.push((await admin(childEnv, ["token", "mint", name])).access_token as string);
     }
     const endpoint = `${url}/functions/v1/thirdparty-v1`;
     let samples: number[] = [];
@@ -250,9 +224,8 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     };
   } finally {
     await db.end().catch(() => {});
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill("SIGTERM");
-    await exited;
+    server.child.kill("SIGTERM");
+    await server.exited;
     await receiver.close();
     rmSync(dataDir, { recursive: true, force: true });
   }

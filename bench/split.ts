@@ -17,9 +17,10 @@
  * /proc (PostgreSQL and NATS, shared with whatever else runs, are not counted), so that the
  * work a hop adds is known apart from the wait: (split CPU - all-in-one CPU) / hops.
  */
-import { startSplitSystem, call, type SplitSystem } from "../test/helpers/split.js";
+import { startSplitSystem, mustCall, type SplitSystem } from "../test/helpers/split.js";
 import { drive, formatTable, processCpuUs, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 import { API_KEY } from "../test/helpers/system.js";
+import { measureHopFloor } from "./hop-floor.js";
 
 const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number }) => Record<string, unknown> }> = [
   { name: "ping", hops: 0, body: () => ({ op: "ping" }) },
@@ -31,11 +32,7 @@ const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number 
 /** A user with a collection of 20 notes on the system; what the ops need. */
 async function seed(sys: SplitSystem): Promise<{ token: string; collection: number }> {
   const u = await sys.user("bench");
-  const must = async (body: Record<string, unknown>) => {
-    const res = await call(sys.gateways[0]!, u.token, body);
-    if (res.status !== 200) throw new Error(`${String(body.op)}: ${res.status} ${JSON.stringify(res.body)}`);
-    return res.body;
-  };
+  const must = mustCall(sys, sys.gateways[0]!, u.token);
   const { collection } = await must({ op: "collections.create", name: "Hops" });
   for (let i = 0; i < 20; i++) await must({ op: "media.text_note.add", collection_id: collection.id, name: `n${i}`, text: "x" });
   return { token: u.token, collection: collection.id };
@@ -45,6 +42,10 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
   process.env.DATABASE_URL ??= "postgres://postgres@127.0.0.1:5432/postgres";
   process.env.NATS_URL ??= "nats://127.0.0.1:4222";
   const common = { warmupMs: opts.warmupSeconds * 1000, durationMs: opts.seconds * 1000, connections: 1 };
+  // The floor of a hop on this machine, measured in the same run before the systems start (their
+  // idle timers would count in it): what a hop of the service costs beyond the Connect floor is
+  // the service's own work per hop.
+  const floors = [await measureHopFloor("http2"), await measureHopFloor("connect")];
   const systems: Array<{ label: string; sys: SplitSystem; ids: { token: string; collection: number } }> = [];
   try {
     for (const [label, allInOne] of [["all-in-one", true], ["split", false]] as const) {
@@ -91,12 +92,14 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     return {
       scenario: "split",
       results,
-      summary: { hops: rows, worst_per_hop_ms: worst, goals },
+      summary: { hops: rows, worst_per_hop_ms: worst, hop_floor: floors, goals },
       lines: [
         formatTable(results),
         "",
         "op               hops  all-in-one p50  split p50  added   per hop   CPU µs/req all-in-one  split  per hop",
         ...rows.map((r) => `${r.op.padEnd(16)} ${String(r.hops).padStart(4)}  ${r.all_p50_ms.toFixed(3).padStart(14)}  ${r.split_p50_ms.toFixed(3).padStart(9)}  ${r.added_ms.toFixed(3).padStart(6)}  ${r.per_hop_ms === null ? "     -" : r.per_hop_ms.toFixed(3).padStart(7)}   ${String(r.all_cpu_us).padStart(21)}  ${String(r.split_cpu_us).padStart(5)}  ${r.cpu_per_hop_us === null ? "      -" : String(r.cpu_per_hop_us).padStart(7)}`),
+        "",
+        ...floors.map((f) => `floor of one hop, bare ${f.kind === "http2" ? "node:http2" : "Connect (connect-node, binary, no interceptors)"}: p50 ${f.p50Ms.toFixed(3)} ms, CPU ${f.cpuUsPerCall} µs per call (both processes, ${f.calls} sequential calls)`),
         "",
         `added p50 per Connect hop, worst op: ${worst.toFixed(3)} ms (goal <= 1 ms): ${goals.added_p50_per_hop_at_most_1ms ? "PASS" : "FAIL"}`,
       ],

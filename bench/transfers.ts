@@ -18,33 +18,14 @@ import { open, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { pipeline } from "node:stream/promises";
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { ratioRange, startBenchSystem, round, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
+import { ratioRange, startBenchSystem, round, transferClient, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
 
 const FILE_BYTES = 25 * 1024 * 1024;
 const BIG_PUT_BYTES = 100 * 1024 * 1024;
 const MB = 1024 * 1024;
-
-function client<T>(job: Record<string, unknown>): Promise<T> {
-  const entry = fileURLToPath(new URL("./transfer-client.ts", import.meta.url));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", entry], { stdio: ["pipe", "pipe", "inherit"] });
-    let out = "";
-    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`transfer client (${job.kind}) ran over 10 minutes`)); }, 600_000);
-    child.stdout.on("data", (d: Buffer) => { out += d.toString("utf8"); });
-    child.on("error", (err) => { clearTimeout(timer); reject(err); });
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      if (code !== 0) { reject(new Error(`transfer client (${job.kind}) exited with ${code}`)); return; }
-      try { resolve(JSON.parse(out.trim().split("\n").pop()!)); } catch { reject(new Error(`transfer client printed no result: ${out}`)); }
-    });
-    child.stdin.end(JSON.stringify(job));
-  });
-}
 
 function collectGarbage(): void {
   try {
@@ -107,7 +88,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
 
     const putOnce = async (size: number) => {
       const u = await call({ op: "media.get_upload_url", collection_id: collectionId, filename: "put.bin", content_type: "application/octet-stream", content_length: size });
-      const r = await client<{ seconds: number; status: number }>({ kind: "put", url: u.byte_upload_url, contentType: "application/octet-stream", size });
+      const r = await transferClient<{ seconds: number; status: number }>({ kind: "put", url: u.byte_upload_url, contentType: "application/octet-stream", size });
       if (r.status !== 200) throw new Error(`PUT answered ${r.status}`);
       return { mbps: rate(size, r.seconds), seconds: r.seconds };
     };
@@ -133,11 +114,11 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     }
 
     const chunked = async (chunkBytes: number, inFlight = 1) => {
-      const r = await client<{ seconds: number; calls: number; media_id: number }>({ kind: "chunked", endpoint, headers, collectionId, size: FILE_BYTES, chunkBytes, inFlight });
+      const r = await transferClient<{ seconds: number; calls: number; media_id: number }>({ kind: "chunked", endpoint, headers, collectionId, size: FILE_BYTES, chunkBytes, inFlight });
       return { mbps: rate(FILE_BYTES, r.seconds), seconds: r.seconds, calls: r.calls, mediaId: r.media_id };
     };
     const download = async (url: string, hdrs: Record<string, string>, mediaId: number, method: "GET" | "POST") => {
-      const r = await client<{ seconds: number; bytes: number }>({ kind: "download", endpoint: url, headers: hdrs, mediaId, repeat: 5, method });
+      const r = await transferClient<{ seconds: number; bytes: number }>({ kind: "download", endpoint: url, headers: hdrs, mediaId, repeat: 5, method });
       if (r.bytes !== FILE_BYTES) throw new Error(`download returned ${r.bytes} bytes`);
       return rate(r.bytes, r.seconds);
     };
@@ -148,7 +129,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     let mediaId = 0;
     try {
       for (let r = 0; r < rounds; r++) {
-        const bp = await client<{ seconds: number; status: number }>({ kind: "put", url: `${bare.url}/f${r}.bin`, contentType: "application/octet-stream", size: FILE_BYTES });
+        const bp = await transferClient<{ seconds: number; status: number }>({ kind: "put", url: `${bare.url}/f${r}.bin`, contentType: "application/octet-stream", size: FILE_BYTES });
         if (bp.status !== 200) throw new Error(`bare PUT answered ${bp.status}`);
         const barePut = rate(FILE_BYTES, bp.seconds);
         const put = (await putOnce(FILE_BYTES)).mbps;

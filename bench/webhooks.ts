@@ -1,7 +1,7 @@
 /**
  * Webhook fan-out: 1,000 published collections, each with a webhook to one local https receiver,
  * each changed 10 times (collections.update through the JSON endpoint) within one coalescing
- * window (30 s by default; BENCH_WEBHOOK_WINDOW_MS on a loaded machine). Measures deliveries per second once the windows close, and the delay
+ * window (60 s by default: 10,000 updates take 34-39 s on an idle 2-core machine here; BENCH_WEBHOOK_WINDOW_MS to change it). Measures deliveries per second once the windows close, and the delay
  * from each window's end to its delivery at the receiver (p50, p99); checks exactly one delivery
  * per collection listing its ten changes, and the server's RSS before and after.
  * Goals: one delivery per collection per window, p99 < 2 s after the window closes, RSS flat.
@@ -14,7 +14,7 @@ const COLLECTIONS = Number(process.env.BENCH_WEBHOOK_COLLECTIONS ?? 1000);
 const CHANGES = 10;
 const CONCURRENCY = 16;
 /** The coalescing window; a loaded machine needs a longer one for the 10,000 changes to fit in it. */
-const WINDOW_MS = Number(process.env.BENCH_WEBHOOK_WINDOW_MS ?? 30_000);
+const WINDOW_MS = Number(process.env.BENCH_WEBHOOK_WINDOW_MS ?? 60_000);
 
 async function run(_opts: BenchOptions): Promise<ScenarioReport> {
   const receiver = await startReceiver();

@@ -15,8 +15,7 @@ import test from "ava";
 import { randomBytes, randomUUID } from "node:crypto";
 import fc from "fast-check";
 import type { OpEntry } from "@cms/gateway/registry";
-import { startTestSystem, type CallResult, type TestSystem, type TestUser } from "../helpers/system.js";
-import { fuzzRegistry as registry } from "../helpers/fuzz.js";
+import { opRegistry as registry, startTestSystem, type CallResult, type TestSystem, type TestUser } from "../helpers/system.js";
 
 const FLAGS = ["can_upload", "can_edit", "can_delete"] as const;
 type Flag = (typeof FLAGS)[number];

@@ -16,7 +16,7 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
-import { launchBrowser, screenshot } from "../helpers/browser.js";
+import { launchBrowser, screenshot, submitSignIn } from "../helpers/browser.js";
 
 const PASSWORD = "correct horse battery staple";
 /** A native client's loopback callback; the browser is stopped there, nothing needs to listen. */
@@ -60,9 +60,7 @@ class ScriptedProvider implements OAuthClientProvider {
       const callback = new Promise<string>((r) => { landed = r; });
       await page.route(`${REDIRECT}**`, async (route) => { landed(route.request().url()); await route.fulfill({ status: 200, body: "done" }); });
       await page.goto(url.toString());
-      await page.fill("#username", this.username);
-      await page.fill("#password", PASSWORD);
-      await Promise.all([page.waitForLoadState("load"), page.click("button[type=submit]")]);
+      await submitSignIn(page, this.username, PASSWORD);
       await screenshot(page, "mcp-oauth-consent");
       await page.click("button[value=allow]");
       const params = new URL(await callback).searchParams;
@@ -77,7 +75,7 @@ class ScriptedProvider implements OAuthClientProvider {
 test("discovery from the 401, dynamic registration, sign-in and consent in the browser, tools/call with the token", async (t) => {
   t.timeout(120_000);
   const username = `mcp_${randomBytes(4).toString("hex")}`;
-  await sys.system.clients.get(AuthService).createUser({ username, plan: "paid", isAdmin: false, password: PASSWORD });
+  await sys.user({ username, plan: "paid", password: PASSWORD });
   const provider = new ScriptedProvider(username);
   const mcpUrl = new URL(`${sys.url}/mcp`);
 

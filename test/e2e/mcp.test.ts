@@ -34,7 +34,7 @@ async function rawPost(token: string | undefined, body: unknown, headers: Record
   const res = await fetch(`${sys.url}/mcp`, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
-    body: JSON.stringify(body),
+    body: Buffer.isBuffer(body) ? new Uint8Array(body) : typeof body === "string" ? body : JSON.stringify(body),
   });
   const text = await res.text();
   let message: any;
@@ -299,6 +299,20 @@ test("a deleted session is gone; a session belongs to its user; a request withou
   const after = await rawPost(alice.token, list, { "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" });
   t.is(after.status, 404);
   t.is(after.message.error.code, -32001);
+});
+
+test("a body that is not UTF-8 or has a key twice is a JSON-RPC parse error; non-ASCII text is read as UTF-8", async (t) => {
+  const notUtf8 = Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"'), Buffer.from([0xe9]), Buffer.from('"}}}')]);
+  const bad = await rawPost(alice.token, notUtf8);
+  t.is(bad.status, 400);
+  t.is(bad.message.error.code, -32700);
+  t.regex(bad.message.error.message, /UTF-8/);
+  const twice = await rawPost(alice.token, '{"jsonrpc":"2.0","id":1,"id":2,"method":"initialize"}');
+  t.is(twice.status, 400);
+  t.regex(twice.message.error.message, /"id" appears more than once/);
+  const named = await rawPost((await sys.user()).token, { ...INIT, params: { ...INIT.params, clientInfo: { name: "Café 東京", version: "1" } } });
+  t.is(named.status, 200, named.text);
+  t.truthy(named.message.result.serverInfo);
 });
 
 test("sessions per user are bounded: a new one closes the least recently used", async (t) => {

@@ -12,9 +12,8 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
-import { launchBrowser, screenshot } from "../helpers/browser.js";
+import { launchBrowser, screenshot, submitSignIn } from "../helpers/browser.js";
 import { authorizeUrl, pkcePair, tokenRequest } from "../helpers/oauth-client.js";
 
 const PASSWORD = "correct horse battery staple";
@@ -50,7 +49,7 @@ test.after.always(async () => {
 
 async function member(): Promise<string> {
   const username = `br_${randomBytes(4).toString("hex")}`;
-  await sys.system.clients.get(AuthService).createUser({ username, plan: "free", isAdmin: false, password: PASSWORD });
+  await sys.user({ username, password: PASSWORD });
   return username;
 }
 
@@ -73,13 +72,6 @@ async function landed(page: Page): Promise<Record<string, string>> {
   return Object.fromEntries(new URL(page.url()).searchParams);
 }
 
-/** Signs in on the page shown (the sign-in form of the authorization page). */
-async function signIn(page: Page, username: string, password = PASSWORD): Promise<void> {
-  await page.fill("#username", username);
-  await page.fill("#password", password);
-  await Promise.all([page.waitForLoadState("load"), page.click("button[type=submit]")]);
-}
-
 test.serial("a client starts the flow, the user signs in and allows, the code is exchanged, refresh rotates and an old refresh token revokes the family", async (t) => {
   t.timeout(120_000);
   const username = await member();
@@ -92,7 +84,7 @@ test.serial("a client starts the flow, the user signs in and allows, the code is
   t.regex((await page.locator(".lead").textContent())!, /to continue to Photo Sync/);
   await screenshot(page, "oauth-sign-in");
   // A wrong password first: one generic sentence, the form again.
-  await signIn(page, username, "wrong password");
+  await submitSignIn(page, username, "wrong password");
   t.is(await page.locator(".alert").textContent(), "The username or password is incorrect.");
   t.regex((await page.locator(".lead").textContent())!, /to continue to Photo Sync/, "the form still names the client");
   t.is(await page.inputValue("#username"), username);
@@ -148,7 +140,7 @@ test.serial("a wrong verifier, redirect URI or client does not get tokens for a 
   const codeFor = async (challenge: string): Promise<string> => {
     await page.goto(authorizeUrl(meta.authorization_endpoint, { clientId, redirectUri: callback.url, challenge, scope: "media:read" }));
     if (!page.url().startsWith(callback.url)) {
-      if (await page.locator("#password").count()) await signIn(page, username);
+      if (await page.locator("#password").count()) await submitSignIn(page, username, PASSWORD);
       if (await page.locator("button[value=allow]").count()) await page.click("button[value=allow]");
     }
     return (await landed(page)).code!;
@@ -174,7 +166,7 @@ test.serial("Deny sends access_denied (and the state) back to the client", async
   const clientId = await registerClient("Nosy App");
   const { context, page } = await newTab();
   await page.goto(authorizeUrl(meta.authorization_endpoint, { clientId, redirectUri: callback.url, challenge: pkcePair().challenge, scope: "collections:delete media:delete", state: "no-thanks" }));
-  await signIn(page, username);
+  await submitSignIn(page, username, PASSWORD);
   t.deepEqual(await page.locator(".scopes li").allTextContents(), ["Delete your collections", "Delete media from your collections"]);
   await page.click("button[value=deny]");
   const cb = await landed(page);

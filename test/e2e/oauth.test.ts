@@ -27,7 +27,7 @@ const REDIRECT = "http://127.0.0.1:9/callback";
 
 async function member(): Promise<{ username: string; userId: string; web: WebClient }> {
   const username = `oa_${randomBytes(4).toString("hex")}`;
-  const u = await sys.system.clients.get(AuthService).createUser({ username, plan: "free", isAdmin: false, password: PASSWORD });
+  const u = await sys.user({ username, password: PASSWORD });
   const web = new WebClient(sys.url);
   t0(await web.signIn(username, PASSWORD));
   return { username, userId: u.userId, web };
@@ -96,11 +96,15 @@ test("dynamic registration (RFC 7591) registers public clients; bad redirect URI
   t.like((await register({ client_name: "x", redirect_uris: ["https://a.example/cb"], scope: "root" })).body, { error: "invalid_client_metadata" });
   const notJson = await fetch(meta.registration_endpoint, { method: "POST", body: "redirect_uris=x", headers: { "content-type": "application/x-www-form-urlencoded" } });
   t.is(notJson.status, 400);
+  // A body over the endpoints' 64 KiB bound is refused as such, not as bad metadata.
+  const huge = await register({ client_name: "x".repeat(70 * 1024), redirect_uris: ["https://a.example/cb"] });
+  t.is(huge.status, 413);
+  t.is(huge.body.error, "invalid_request");
 });
 
 test("signed out: the page signs the user in first (naming the client), then asks for consent in words; allow gives code, state and iss", async (t) => {
   const username = `oa_${randomBytes(4).toString("hex")}`;
-  await sys.system.clients.get(AuthService).createUser({ username, plan: "free", isAdmin: false, password: PASSWORD });
+  await sys.user({ username, password: PASSWORD });
   const clientId = await client([REDIRECT], "Photo <Sync>");
   const { verifier, challenge } = pkcePair();
   const url = authorizeUrl(meta.authorization_endpoint, { clientId, redirectUri: REDIRECT, challenge, scope: "collections:read media:write", state: "xyz" });

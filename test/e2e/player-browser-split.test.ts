@@ -4,7 +4,7 @@
  */
 import test from "ava";
 import type { Browser } from "playwright-core";
-import { call, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
+import { mustCall, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
 import { launchBrowser, screenshot } from "../helpers/browser.js";
 
 if (!splitEnabled) {
@@ -23,15 +23,11 @@ if (!splitEnabled) {
   test("a tab on gateway B follows ui.state.set and player.command made through gateway A within 2 s", async (t) => {
     const [gatewayA, gatewayB] = sys.gateways as [string, string];
     const owner = await sys.user("player_split");
-    const must = async (gateway: string, body: Record<string, unknown>) => {
-      const res = await call(gateway, owner.token, body);
-      if (res.status !== 200) throw new Error(`${body.op} answered ${res.status}: ${JSON.stringify(res.body)} ${sys.diagnostics()}`);
-      return res.body;
-    };
-    const { collection } = await must(gatewayA, { op: "collections.create", name: "Across replicas" });
+    const must = mustCall(sys, gatewayA, owner.token);
+    const { collection } = await must({ op: "collections.create", name: "Across replicas" });
     const notes: number[] = [];
-    for (const text of ["first", "second", "third"]) notes.push((await must(gatewayA, { op: "media.text_note.add", collection_id: collection.id, text })).media.id);
-    const { collection: published } = await must(gatewayA, { op: "collections.publish", collection_id: collection.id, slug: "across", share_access_level: "public" });
+    for (const text of ["first", "second", "third"]) notes.push((await must({ op: "media.text_note.add", collection_id: collection.id, text })).media.id);
+    const { collection: published } = await must({ op: "collections.publish", collection_id: collection.id, slug: "across", share_access_level: "public" });
 
     const context = await browser.newContext({ extraHTTPHeaders: { authorization: `Bearer ${owner.token}` } });
     const tab = await context.newPage();
@@ -39,9 +35,9 @@ if (!splitEnabled) {
     await tab.goto(`${gatewayB}${pageUrl.pathname}`);
     await tab.waitForFunction(() => document.body.dataset.live === "connected", undefined, { timeout: 15_000 });
 
-    await must(gatewayA, { op: "ui.state.set", collection_id: collection.id, media_id: notes[2] });
+    await must({ op: "ui.state.set", collection_id: collection.id, media_id: notes[2] });
     await tab.waitForFunction((id) => document.body.dataset.current === id, String(notes[2]), { timeout: 2_000 });
-    t.is((await must(gatewayA, { op: "player.command", command: "previous" })).delivered_to, 1);
+    t.is((await must({ op: "player.command", command: "previous" })).delivered_to, 1);
     await tab.waitForFunction((id) => document.body.dataset.current === id, String(notes[1]), { timeout: 2_000 });
     await screenshot(tab, "player-split");
     await context.close();

@@ -8,8 +8,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
 import { startImageServer, type ImageServer } from "../helpers/image-server.js";
 import { createShowcase, type Showcase } from "../helpers/showcase.js";
-import { launchBrowser, screenshot, startCuttableProxy } from "../helpers/browser.js";
-import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
+import { launchBrowser, screenshot, startCuttableProxy, submitSignIn } from "../helpers/browser.js";
 
 const PASSWORD = "tiles and trams of Lisbon";
 
@@ -27,8 +26,7 @@ test.before(async () => {
   [sys, browser] = await Promise.all([startTestSystem({ OUTBOUND_ALLOWED_HOSTS: img.host }), launchBrowser()]);
   // An owner who can also sign in on the web page.
   const username = `owner_${Date.now().toString(36)}`;
-  const created = await sys.system.clients.get(AuthService).createUser({ username, plan: "paid", isAdmin: false, password: PASSWORD });
-  owner = { userId: created.userId, username, token: await sys.token(username) };
+  owner = await sys.user({ username, plan: "paid", password: PASSWORD });
   show = await createShowcase(sys, owner, img);
 });
 test.after.always(async () => {
@@ -56,9 +54,7 @@ async function signedInContext(user: TestUser): Promise<BrowserContext> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await context.newPage();
   await page.goto(`${sys.url}/`);
-  await page.fill("#username", user.username);
-  await page.fill("#password", PASSWORD);
-  await page.click("button[type=submit]");
+  await submitSignIn(page, user.username, PASSWORD);
   await page.waitForSelector(`text=Signed in as`);
   await page.close();
   return context;

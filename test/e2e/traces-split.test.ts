@@ -6,7 +6,7 @@
  * the metrics reach the receiver over OTLP as well. Needs real backends (test/with-backends.ts).
  */
 import test from "ava";
-import { call, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
+import { call, hookedCollection, mustCall, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 import { eventually, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.js";
 
@@ -43,11 +43,7 @@ if (!splitEnabled) {
     t.timeout(120_000);
     const gw = sys.gateways[0]!;
     const alice = await sys.user("tracer");
-    const created = await call(gw, alice.token, { op: "collections.create", name: "Traced", share_access_level: "public" });
-    t.is(created.status, 200, JSON.stringify(created.body));
-    const id = created.body.collection.id;
-    t.is((await call(gw, alice.token, { op: "collections.publish", collection_id: id, slug: "traced" })).status, 200);
-    t.is((await call(gw, alice.token, { op: "collections.webhook_set", collection_id: id, url: hooks.url })).status, 200);
+    const id = await hookedCollection(mustCall(sys, gw, alice.token), hooks.url);
 
     // Two updates inside one coalescing window: one delivery carrying both.
     for (const name of ["Traced once", "Traced twice"]) {

@@ -8,7 +8,6 @@ import { randomBytes } from "node:crypto";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
 import { openSse } from "../helpers/sse.js";
 import { WebClient, alertOf, hiddenField } from "../helpers/web-client.js";
-import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 
 let sys: TestSystem;
 test.before(async () => { sys = await startTestSystem(); });
@@ -19,7 +18,7 @@ const PASSWORD = "correct horse battery staple";
 /** A user who can sign in with PASSWORD. */
 async function member(): Promise<{ username: string; userId: string }> {
   const username = `web_${randomBytes(4).toString("hex")}`;
-  const u = await sys.system.clients.get(AuthService).createUser({ username, plan: "free", isAdmin: false, password: PASSWORD });
+  const u = await sys.user({ username, password: PASSWORD });
   return { username, userId: u.userId };
 }
 

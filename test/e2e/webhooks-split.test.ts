@@ -4,7 +4,7 @@
  * Needs real backends (run with test/with-backends.ts); skipped otherwise.
  */
 import test from "ava";
-import { call, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
+import { call, hookedCollection, mustCall, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 if (!splitEnabled) {
@@ -27,14 +27,8 @@ if (!splitEnabled) {
     t.timeout(120_000);
     const gw = sys.gateways[0]!;
     const alice = await sys.user("hooker");
-    const created = await call(gw, alice.token, { op: "collections.create", name: "Split hook", share_access_level: "public" });
-    t.is(created.status, 200, JSON.stringify(created.body));
-    const id = created.body.collection.id;
-    t.is((await call(gw, alice.token, { op: "collections.publish", collection_id: id, slug: "split-hook" })).status, 200);
-    // Let the publish's event pass before the webhook exists.
-    await new Promise((res) => setTimeout(res, 1500));
-    const set = await call(gw, alice.token, { op: "collections.webhook_set", collection_id: id, url: r.url });
-    t.is(set.status, 200, JSON.stringify(set.body));
+    // The publish's event passes before the webhook exists.
+    const id = await hookedCollection(mustCall(sys, gw, alice.token), r.url, { settle: () => sys.settleEvents() });
 
     r.script({ status: 500 });
     t.is((await call(gw, alice.token, { op: "collections.update", collection_id: id, name: "Changed" })).status, 200);

@@ -55,12 +55,17 @@ function verifyBoth(t: import("ava").ExecutionContext, secret: string, got: Rece
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** How many delivery attempts of the collection's webhooks are recorded. */
+async function attemptCount(collectionId: number): Promise<number> {
+  const db = sys.system.dbOf("webhooks")!;
+  const [{ c }] = await db("attempts").join("webhooks", "webhooks.id", "attempts.webhook_id").where("webhooks.collection_id", collectionId).count<{ c: number }[]>("* as c");
+  return Number(c);
+}
+
 /** Waits until `n` attempts of the collection's webhooks are recorded (the receiver sees one before the service logs it). */
 async function attemptsRecorded(collectionId: number, n: number): Promise<void> {
-  const db = sys.system.dbOf("webhooks")!;
   for (let i = 0; i < 400; i++) {
-    const [{ c }] = await db("attempts").join("webhooks", "webhooks.id", "attempts.webhook_id").where("webhooks.collection_id", collectionId).count<{ c: number }[]>("* as c");
-    if (Number(c) >= n) return;
+    if ((await attemptCount(collectionId)) >= n) return;
     await sleep(25);
   }
   throw new Error(`${n} attempts were never recorded for collection ${collectionId}`);
@@ -262,9 +267,7 @@ test("one slow receiver does not hold back another collection's deliveries", asy
   // The slow attempt holds its slot until its deadline; the other goes out meanwhile (a receiver
   // sees its request before the attempt is recorded, so nothing is recorded for the slow one yet).
   await fast.waitFor(1);
-  const db = sys.system.dbOf("webhooks")!;
-  const [{ c }] = await db("attempts").join("webhooks", "webhooks.id", "attempts.webhook_id").where("webhooks.collection_id", a.id).count<{ c: number }[]>("* as c");
-  t.is(Number(c), 0, "the slow attempt is still in flight");
+  t.is(await attemptCount(a.id), 0, "the slow attempt is still in flight");
   slow.fallback = { status: 200 };
 });
 

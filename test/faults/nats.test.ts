@@ -15,9 +15,9 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { freePort, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { freePort, hookedCollection, mustCall, splitEnabled, startSplitSystem } from "../helpers/split.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
-import { mustCall, systemDb, until } from "../helpers/faults.js";
+import { systemDb, until } from "../helpers/faults.js";
 
 async function waitFor(check: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
   if (!(await until(check, ms))) throw new Error(`timed out waiting for ${what}`);
@@ -61,9 +61,7 @@ if (!splitEnabled) {
     const [gw] = sys.gateways as [string];
     const alice = await sys.user("alice");
     const must = mustCall(sys, gw, alice.token);
-    const id = (await must({ op: "collections.create", name: "Evented", share_access_level: "public" })).collection.id as number;
-    await must({ op: "collections.publish", collection_id: id, slug: `evented-${id}` });
-    await must({ op: "collections.webhook_set", collection_id: id, url: receiver.url });
+    const id = await hookedCollection(must, receiver.url);
     // The path works before the fault: a change is delivered.
     await must({ op: "collections.update", collection_id: id, description: "before" });
     await waitFor(() => receiver.received.length >= 1, 60_000, "the first delivery");

@@ -13,9 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { API_KEY } from "../helpers/system.js";
-import { call, freePort, splitEnabled, startSplitSystem } from "../helpers/split.js";
-import { mustCall } from "../helpers/faults.js";
+import { call, freePort, mustCall, postOp, splitEnabled, startSplitSystem } from "../helpers/split.js";
 
 const require = createRequire(import.meta.url);
 
@@ -75,7 +73,7 @@ if (!splitEnabled) {
     s3 = await startS3(port, dir);
     await must(uploadBody(randomBytes(3000)));
     const finished = await must({ op: "media.upload_finish", upload_id: begun.upload_id, content_length: file.length, sha256 });
-    const download = await fetch(`${gw}/functions/v1/thirdparty-v1`, { method: "POST", headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${alice.token}` }, body: JSON.stringify({ op: "media.download", media_id: finished.media.id }) });
+    const download = await postOp(gw, alice.token, { op: "media.download", media_id: finished.media.id });
     t.is(download.status, 200);
     t.is(createHash("sha256").update(Buffer.from(await download.arrayBuffer())).digest("hex"), sha256);
     t.is(((await must({ op: "media.list", collection_id: collectionId })).media as unknown[]).length, 3);

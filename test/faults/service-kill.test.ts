@@ -9,9 +9,8 @@
  */
 import test from "ava";
 import { createHash, randomBytes } from "node:crypto";
-import { API_KEY } from "../helpers/system.js";
-import { call, splitEnabled, startSplitSystem } from "../helpers/split.js";
-import { heldInMedia, mustCall, systemDb } from "../helpers/faults.js";
+import { call, mustCall, postOp, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { heldInMedia, systemDb } from "../helpers/faults.js";
 
 if (!splitEnabled) {
   test.skip("a service killed mid-operation and restarted (skipped: needs the real backends; npm run test:backends)", () => {});
@@ -66,11 +65,11 @@ if (!splitEnabled) {
     await sys.restart("media");
 
     // The same idempotency key runs the delete once, then replays its answer byte for byte.
-    const first = await fetch(`${gw}/functions/v1/thirdparty-v1`, { method: "POST", headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${alice.token}` }, body: JSON.stringify(deleteBody) });
+    const first = await postOp(gw, alice.token, deleteBody);
     const firstText = await first.text();
     t.is(first.status, 200, firstText);
     t.is(first.headers.get("idempotent-replayed"), null);
-    const replay = await fetch(`${gw}/functions/v1/thirdparty-v1`, { method: "POST", headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${alice.token}` }, body: JSON.stringify(deleteBody) });
+    const replay = await postOp(gw, alice.token, deleteBody);
     t.is(replay.status, 200);
     t.is(replay.headers.get("idempotent-replayed"), "true");
     t.is(await replay.text(), firstText);
@@ -81,7 +80,7 @@ if (!splitEnabled) {
     for (let i = 1; i < chunks.length; i++) t.is((await sendChunk(i)).status, 200);
     const finished = await must({ op: "media.upload_finish", upload_id: begun.upload_id, content_length: file.length, sha256 });
     const mediaId = finished.media.id as number;
-    const download = await fetch(`${gw}/functions/v1/thirdparty-v1`, { method: "POST", headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${alice.token}` }, body: JSON.stringify({ op: "media.download", media_id: mediaId }) });
+    const download = await postOp(gw, alice.token, { op: "media.download", media_id: mediaId });
     t.is(download.status, 200);
     t.is(createHash("sha256").update(Buffer.from(await download.arrayBuffer())).digest("hex"), sha256);
   });

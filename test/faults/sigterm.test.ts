@@ -9,8 +9,8 @@
  */
 import test from "ava";
 import { setTimeout as sleep } from "node:timers/promises";
-import { call, splitEnabled, startSplitSystem } from "../helpers/split.js";
-import { heldInMedia, mustCall, systemDb, until } from "../helpers/faults.js";
+import { call, mustCall, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { heldInMedia, systemDb, until } from "../helpers/faults.js";
 
 if (!splitEnabled) {
   test.skip("SIGTERM during traffic (skipped: needs the real backends; npm run test:backends)", () => {});

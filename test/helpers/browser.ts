@@ -29,6 +29,13 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   return path;
 }
 
+/** Fills the sign-in form on the page shown (the web pages' own, or the authorization page's) and submits it; resolves once the next page has loaded. */
+export async function submitSignIn(page: Page, username: string, password: string): Promise<void> {
+  await page.fill("#username", username);
+  await page.fill("#password", password);
+  await Promise.all([page.waitForLoadState("load"), page.click("button[type=submit]")]);
+}
+
 /**
  * A TCP proxy in front of a server, whose connections a test can cut (a laptop that slept, a
  * network that dropped) and whose new connections it can refuse until it is restored.

@@ -1,13 +1,13 @@
 /**
  * Pieces the fault tests share (test/faults/, split mode on the real backends): waiting for a
- * condition, a client of the system's database, a call that must answer 200, and a media call
+ * condition, a client of the system's database, and a media call
  * held inside media's transaction (on the advisory lock media takes on a collection) so that a
  * process can be killed or stopped while the call is surely in flight.
  */
 import type { ExecutionContext } from "ava";
 import pg from "pg";
 import { setTimeout as sleep } from "node:timers/promises";
-import { call, type SplitSystem } from "./split.js";
+import type { SplitSystem } from "./split.js";
 
 /** The first key of the advisory lock the media service takes on a collection while it changes its rows. */
 export const MEDIA_LOCK = 0x6d656469;
@@ -28,15 +28,6 @@ export async function systemDb(t: ExecutionContext, sys: SplitSystem): Promise<p
   await db.connect();
   t.teardown(() => db.end());
   return db;
-}
-
-/** A call through `gateway` as `token` that must answer 200; its body (the diagnostics otherwise). */
-export function mustCall(sys: SplitSystem, gateway: string, token: string) {
-  return async (body: Record<string, unknown>): Promise<Record<string, any>> => {
-    const res = await call(gateway, token, body);
-    if (res.status !== 200) throw new Error(`${String(body.op)}: ${res.status} ${JSON.stringify(res.body)}\n${sys.diagnostics()}`);
-    return res.body;
-  };
 }
 
 /**

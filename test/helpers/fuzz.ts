@@ -15,14 +15,10 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import fc from "fast-check";
-import { PUBLIC_SERVICES } from "@cms/gateway";
-import { buildRegistry, type OpEntry } from "@cms/gateway/registry";
-import { API_KEY, type TestSystem, type TestUser } from "./system.js";
+import type { OpEntry } from "@cms/gateway/registry";
+import { API_KEY, opRegistry, type TestSystem, type TestUser } from "./system.js";
 
 type Schema = Record<string, any>;
-
-/** The registry every case is drawn from: the same one the gateway validates with. */
-export const fuzzRegistry = buildRegistry(PUBLIC_SERVICES);
 
 /** Kinds of real ids the cases reuse, filled from the seeded data and from answers. */
 export type PoolName = "collection" | "media" | "user" | "alias" | "bookmark" | "upload" | "download" | "username" | "handle" | "slug";
@@ -79,7 +75,7 @@ const URLS = [
 ];
 
 /** A value the schema accepts (mostly), for a field named `field` of operation `op`. */
-export function valueOf(schema: Schema, op: string, field: string, depth = 0): fc.Arbitrary<unknown> {
+function valueOf(schema: Schema, op: string, field: string, depth = 0): fc.Arbitrary<unknown> {
   if (Array.isArray(schema.oneOf)) return fc.oneof(...schema.oneOf.map((s: Schema) => valueOf(s, op, field, depth + 1)));
   if (Array.isArray(schema.anyOf)) return fc.oneof(...schema.anyOf.map((s: Schema) => valueOf(s, op, field, depth + 1)));
   if (Array.isArray(schema.type)) return fc.oneof(...schema.type.map((t: string) => valueOf({ ...schema, type: t }, op, field, depth + 1)));
@@ -187,9 +183,9 @@ function caseOf(op: OpEntry): fc.Arbitrary<FuzzCase> {
   });
 }
 
-/** Every operation, equally likely. */
-export function fuzzCases(registry = fuzzRegistry): fc.Arbitrary<FuzzCase> {
-  return fc.oneof(...registry.all().map(caseOf));
+/** Every operation of the gateway's registry, equally likely. */
+export function fuzzCases(): fc.Arbitrary<FuzzCase> {
+  return fc.oneof(...opRegistry.all().map(caseOf));
 }
 
 /** Real ids and names to draw from, and the second user's marker strings. */
@@ -211,7 +207,7 @@ function remember(world: FuzzWorld, pool: PoolName, value: unknown): void {
 }
 
 /** Collects ids and names from an answer into the pools, so later cases reach real rows. */
-export function harvest(world: FuzzWorld, value: unknown, key = ""): void {
+function harvest(world: FuzzWorld, value: unknown, key = ""): void {
   if (Array.isArray(value)) { for (const v of value) harvest(world, v, key); return; }
   if (value === null || typeof value !== "object") return;
   const o = value as Record<string, unknown>;
@@ -251,7 +247,7 @@ function resolve(world: FuzzWorld, value: unknown, body: Record<string, unknown>
 }
 
 /** The JSON text of a case with its pool references and bytes resolved. */
-export function bodyText(world: FuzzWorld, c: FuzzCase): string {
+function bodyText(world: FuzzWorld, c: FuzzCase): string {
   const body: Record<string, unknown> = { op: c.op, ...c.body };
   const resolved: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(body)) resolved[k] = resolve(world, v, body);

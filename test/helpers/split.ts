@@ -12,8 +12,8 @@ import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { generateCallerKeyPem } from "@cms/platform";
-import { API_KEY, freshDatabase } from "./system.js";
+import { createDb, generateCallerKeyPem, waitForConsumers, waitForOutbox } from "@cms/platform";
+import { API_KEY, freshDatabase, withJetStream } from "./system.js";
 
 export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const MAIN = "packages/server/src/main.ts";
@@ -100,14 +100,42 @@ export function admin(env: Record<string, string>, args: string[]): Promise<Reco
   });
 }
 
-export async function call(gatewayUrl: string, token: string | undefined, body: Record<string, unknown>) {
+/** POSTs an op to a gateway's JSON endpoint; the raw answer, for bytes and byte-for-byte replays. */
+export function postOp(gatewayUrl: string, token: string | undefined, body: Record<string, unknown>): Promise<Response> {
   const headers: Record<string, string> = { "content-type": "application/json", apikey: API_KEY };
   if (token) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(`${gatewayUrl}/functions/v1/thirdparty-v1`, { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+  return fetch(`${gatewayUrl}/functions/v1/thirdparty-v1`, { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+}
+
+/** An op through a gateway: status, parsed body and headers. */
+export async function call(gatewayUrl: string, token: string | undefined, body: Record<string, unknown>) {
+  const res = await postOp(gatewayUrl, token, body);
   const text = await res.text();
   let parsed: any;
   try { parsed = JSON.parse(text); } catch { parsed = { raw: text }; }
   return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** A call through `gateway` as `token` that must answer 200; its body (the system's diagnostics otherwise). */
+export function mustCall(sys: SplitSystem, gateway: string, token: string) {
+  return async (body: Record<string, unknown>): Promise<Record<string, any>> => {
+    const res = await call(gateway, token, body);
+    if (res.status !== 200) throw new Error(`${String(body.op)}: ${res.status} ${JSON.stringify(res.body)}\n${sys.diagnostics()}`);
+    return res.body;
+  };
+}
+
+/**
+ * A published public collection with a webhook to `url`, made through `must` (a mustCall); its id.
+ * With `settle` (a SplitSystem's settleEvents), the publish's own event has passed the webhooks
+ * process before the webhook exists, so that it is not delivered.
+ */
+export async function hookedCollection(must: ReturnType<typeof mustCall>, url: string, opts: { settle?: () => Promise<void> } = {}): Promise<number> {
+  const id = (await must({ op: "collections.create", name: "Hooked", share_access_level: "public" })).collection.id as number;
+  await must({ op: "collections.publish", collection_id: id, slug: `hooked-${id}` });
+  await opts.settle?.();
+  await must({ op: "collections.webhook_set", collection_id: id, url });
+  return id;
 }
 
 export interface SplitSystem {
@@ -122,6 +150,8 @@ export interface SplitSystem {
   procs: Proc[];
   /** Last lines of every process's output, for failure messages. */
   diagnostics(): string;
+  /** Resolves once the services' relays have published what their outboxes hold now and every consumer has processed it. */
+  settleEvents(): Promise<void>;
   /** Starts a service target again (after it was stopped or killed); resolves once ready. */
   restart(service: ServiceTarget): Promise<void>;
   /** A user and an access token (all scopes unless given) through the admin CLI. */
@@ -159,7 +189,6 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
     // main.ts logs its ready line at info; at warn there would be nothing to wait for.
     LOG_LEVEL: "info",
     OTEL_SDK_DISABLED: "true",
-    ...opts.env,
   };
   for (const s of SERVICES) env[`${s.toUpperCase()}_URL`] = `http://127.0.0.1:${servicePorts[s]}`;
   if (process.env.S3_ENDPOINT) {
@@ -168,7 +197,7 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
     }
     env.S3_BUCKET = `cms-split-${id}`;
   }
-  // The caller's settings win over the run's backends too (a test's own NATS or object store).
+  // The caller's settings win over everything above, the run's backends too (a test's own NATS or object store).
   Object.assign(env, opts.env);
   const cliEnv = { ...env, LOG_LEVEL: "warn" };
   const diagnostics = () => procs.map((p) => `--- ${p.name} (exited: ${p.done}) ---\n${p.output.slice(-40).join("\n")}`).join("\n");
@@ -178,13 +207,8 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
     for (const p of procs) if (!p.done) p.child.kill("SIGKILL");
     await Promise.all(procs.map((p) => Promise.race([p.exited, sleep(5000)])));
     await db.drop().catch(() => {});
-    try {
-      const { connect } = await import("@nats-io/transport-node");
-      const { jetstreamManager } = await import("@nats-io/jetstream");
-      const nc = await connect({ servers: process.env.NATS_URL, timeout: 5000 });
-      await (await jetstreamManager(nc)).streams.delete(stream).catch(() => {});
-      await nc.close();
-    } catch { /* the stream goes with the server's own retention otherwise */ }
+    await withJetStream(process.env.NATS_URL!, async (jsm) => { await jsm.streams.delete(stream).catch(() => {}); })
+      .catch(() => { /* the stream goes with the server's own retention otherwise */ });
     rmSync(dataDir, { recursive: true, force: true });
   };
 
@@ -217,6 +241,19 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
       const p = startService(service);
       procs.push(p);
       await p.ready;
+    },
+    async settleEvents() {
+      const admin = createDb(env.DATABASE_URL!, "public", 1);
+      try {
+        const { rows } = await admin.raw("SELECT table_schema FROM information_schema.tables WHERE table_name = 'outbox'");
+        for (const { table_schema: schema } of rows as Array<{ table_schema: string }>) {
+          const db = createDb(env.DATABASE_URL!, schema, 1);
+          try { await waitForOutbox(db, schema); } finally { await db.destroy(); }
+        }
+      } finally {
+        await admin.destroy();
+      }
+      await withJetStream(env.NATS_URL!, (jsm) => waitForConsumers(jsm, env.NATS_STREAM!));
     },
     async user(name, scopes) {
       const u = await admin(cliEnv, ["user", "create", `${name}_${id}`, "--plan", "paid"]);

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import { loadConfig, type System } from "@cms/platform";
 import { startSystem } from "@cms/server";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
@@ -15,16 +16,17 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { PUBLIC_SERVICES } from "@cms/gateway";
 import { buildRegistry } from "@cms/gateway/registry";
 
+/** The op registry the gateway builds from the public services' descriptors (also what the fuzz and authz tests draw from). */
+export const opRegistry = buildRegistry(PUBLIC_SERVICES);
+const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+const validators = new Map<string, ValidateFunction>();
 /**
  * Every 200 answer of the op endpoint in the e2e suite is checked against the response schema
  * that operation.describe publishes for its operation: the published contract and the answers
  * cannot drift apart without a test failing.
  */
-const registry = buildRegistry(PUBLIC_SERVICES);
-const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
-const validators = new Map<string, ValidateFunction>();
 export function checkAnswer(op: string, body: unknown): void {
-  const entry = registry.get(op);
+  const entry = opRegistry.get(op);
   if (!entry || entry.streamsObject) return;
   let validate = validators.get(op);
   if (!validate) validators.set(op, (validate = ajv.compile(entry.responseSchema)));
@@ -54,7 +56,8 @@ export interface TestSystem {
   call<T = Record<string, any>>(token: string | undefined, body: Record<string, unknown>, opts?: { apikey?: string | null; headers?: Record<string, string> }): Promise<CallResult<T>>;
   /** A call that must answer 200; its body (the test setup's shorthand). */
   must<T = Record<string, any>>(token: string, body: Record<string, unknown>): Promise<T>;
-  user(opts?: { plan?: "free" | "paid" | "founding"; admin?: boolean; scopes?: string[]; username?: string }): Promise<TestUser>;
+  /** A user and a token; with `password`, one who can also sign in on the web pages. */
+  user(opts?: { plan?: "free" | "paid" | "founding"; admin?: boolean; scopes?: string[]; username?: string; password?: string }): Promise<TestUser>;
   token(username: string, scopes?: string[]): Promise<string>;
   stop(): Promise<void>;
 }
@@ -70,6 +73,18 @@ export async function runJobNow(system: System, name: string, args: Record<strin
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`job ${name} stayed leased by another run`);
+}
+
+/** Runs `fn` with a JetStream manager on a connection of its own to `url`, closed afterwards. */
+export async function withJetStream<T>(url: string, fn: (jsm: JetStreamManager) => Promise<T>): Promise<T> {
+  const { connect } = await import("@nats-io/transport-node");
+  const { jetstreamManager } = await import("@nats-io/jetstream");
+  const nc = await connect({ servers: url, timeout: 5000 });
+  try {
+    return await fn(await jetstreamManager(nc));
+  } finally {
+    await nc.close();
+  }
 }
 
 /** A fresh database on the server DATABASE_URL points at; returns its URL and a drop function. */
@@ -117,14 +132,7 @@ export async function isolatedEnv(overrides: Record<string, string> = {}): Promi
     env.NATS_URL = process.env.NATS_URL;
     env.NATS_STREAM = `CMS_TEST_${id}`;
     env.NATS_SUBJECT_PREFIX = `cmstest.${id}`;
-    cleanups.push(async () => {
-      const { connect } = await import("@nats-io/transport-node");
-      const { jetstreamManager } = await import("@nats-io/jetstream");
-      const nc = await connect({ servers: process.env.NATS_URL });
-      const jsm = await jetstreamManager(nc);
-      await jsm.streams.delete(`CMS_TEST_${id}`).catch(() => {});
-      await nc.close();
-    });
+    cleanups.push(() => withJetStream(process.env.NATS_URL!, async (jsm) => { await jsm.streams.delete(`CMS_TEST_${id}`).catch(() => {}); }));
   }
   if (process.env.S3_ENDPOINT) {
     for (const k of ["S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_FORCE_PATH_STYLE"]) {
@@ -181,7 +189,7 @@ export async function startTestSystem(overrides: Record<string, string> = {}): P
     },
     async user(opts = {}) {
       const username = opts.username ?? `user${process.pid}_${++n}_${randomBytes(2).toString("hex")}`;
-      const u = await auth.createUser({ username, plan: opts.plan ?? "free", isAdmin: opts.admin ?? false });
+      const u = await auth.createUser({ username, plan: opts.plan ?? "free", isAdmin: opts.admin ?? false, password: opts.password });
       const token = await t.token(username, opts.scopes);
       return { userId: u.userId, username, token };
     },

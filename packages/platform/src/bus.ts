@@ -13,10 +13,14 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation } from "@opentelemetry/api";
 import type { Knex } from "knex";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "./logger.js";
 import type { Migration } from "./db.js";
 import { observeConsumer, recordConsumed, recordPublished, secondsSince } from "./metrics.js";
 import { tracer } from "./telemetry.js";
+
+/** How long drain() and settle() wait by default before they report what is left. */
+const DRAIN_TIMEOUT_MS = 15_000;
 
 export interface BusEvent {
   id: string;
@@ -100,6 +104,12 @@ export interface BusTransport {
   listen(type: string, handler: (event: BusEvent) => void): Promise<void>;
   /** Whether events can be published now (NATS connected; always for the in-process bus). */
   connected(): boolean;
+  /**
+   * Resolves once every subscriber has processed every event published before the call (the
+   * in-process bus processes them within publish; JetStream consumers run apart, see
+   * waitForConsumers); rejects after `timeoutMs`.
+   */
+  settle(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -137,6 +147,7 @@ export function createLocalTransport(log: Logger): BusTransport {
       emitter.on(type, handler);
     },
     connected: () => true,
+    async settle() {},
     async close() {
       emitter.removeAllListeners();
     },
@@ -270,6 +281,7 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
       await nc.flush();
     },
     connected: () => isConnected && !nc.isClosed(),
+    settle: (timeoutMs) => waitForConsumers(jsm, stream, timeoutMs),
     async close() {
       closing = true;
       for (const u of unobserve) u();
@@ -277,6 +289,46 @@ export async function createNatsTransport(opts: { url: string; stream: string; s
       await nc.drain().catch(() => nc.close());
     },
   };
+}
+
+/**
+ * Resolves once every durable consumer of `stream` (every subscription, in any process) has
+ * acknowledged what the stream held at the call; rejects after `timeoutMs`, naming the consumers
+ * still behind (one of them may have no process running). A consumer whose acknowledgements passed
+ * that point, or that has nothing pending or unacknowledged, is done: messages outside its filter
+ * never reach it.
+ */
+export async function waitForConsumers(jsm: JetStreamManager, stream: string, timeoutMs = DRAIN_TIMEOUT_MS): Promise<void> {
+  const lastSeq = (await jsm.streams.info(stream)).state.last_seq;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const behind: string[] = [];
+    for await (const c of jsm.consumers.list(stream)) {
+      if (c.ack_floor.stream_seq < lastSeq && c.num_pending + c.num_ack_pending > 0) behind.push(c.name);
+    }
+    if (!behind.length) return;
+    if (Date.now() >= deadline) throw new Error(`stream ${stream}: consumer(s) ${behind.join(", ")} have not processed what was published before the wait, after ${timeoutMs} ms`);
+    await sleep(25);
+  }
+}
+
+/**
+ * Resolves once the outbox rows present at the call are published (gone), whatever is written
+ * meanwhile; rejects after `timeoutMs`. `pass` is a relay pass of this process, run in between;
+ * without one, the relays of the processes that own the outbox publish them.
+ */
+export async function waitForOutbox(db: Knex, schema: string, opts: { timeoutMs?: number; pass?: () => Promise<number> } = {}): Promise<void> {
+  const timeoutMs = opts.timeoutMs ?? DRAIN_TIMEOUT_MS;
+  const top = await db("outbox").max<{ seq: string | null }>("seq as seq").first();
+  if (top?.seq == null) return;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const left = Number((await db("outbox").where("seq", "<=", top.seq).count<{ count: number }[]>("* as count").first())?.count ?? 0);
+    if (left === 0) return;
+    if (Date.now() >= deadline) throw new Error(`outbox ${schema}: ${left} event(s) pending when the wait began are still unpublished after ${timeoutMs} ms`);
+    // Nothing published by a pass here: another pass holds the outbox, or the rows wait for a retry.
+    if (((await opts.pass?.()) ?? 0) === 0) await sleep(20);
+  }
 }
 
 /**
@@ -290,8 +342,11 @@ export interface OutboxRelay {
   notify(): void;
   start(): void;
   stop(): Promise<void>;
-  /** Publishes everything pending now (tests and orderly shutdown). */
-  drain(): Promise<void>;
+  /**
+   * Resolves once every event pending at the call is published (tests and orderly shutdown);
+   * rejects if some are not within `timeoutMs` (the transport keeps failing).
+   */
+  drain(timeoutMs?: number): Promise<void>;
 }
 
 export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger, opts: { pollMs?: number; batch?: number; schema?: string } = {}): OutboxRelay {
@@ -402,13 +457,6 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
       wake?.();
       await loop;
     },
-    async drain() {
-      for (let i = 0; i < 100; i++) {
-        const left = await db("outbox").count<{ count: number }[]>("* as count").first();
-        if (!left || Number(left.count) === 0) return;
-        await once();
-        if (i > 0) await sleep(20);
-      }
-    },
+    drain: (timeoutMs) => waitForOutbox(db, schema, { timeoutMs, pass: once }),
   };
 }

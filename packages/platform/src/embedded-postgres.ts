@@ -5,7 +5,7 @@
  * engine-home.ts) and as a normal user, recovers from an engine left running by a killed process, and is stopped by the
  * launcher's orderly shutdown, never by a signal handler of the library racing ours.
  */
-import { chmodSync, existsSync, readFileSync, writeFileSync, rmSync, mkdirSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync, rmSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { createServer } from "node:net";
@@ -13,7 +13,7 @@ import { userInfo } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import type { Logger } from "./logger.js";
-import { assertOwnFolder, chooseEngineBase, engineBaseCandidates, engineHome, enginePackages, ensureEngineCopy, externalClusterDir, reachableByOthers } from "./engine-home.js";
+import { assertOwnFolder, chooseEngineBase, engineBaseCandidates, engineHome, enginePackages, ensureEngineCopy, externalClusterDir, mkdirReachable, reachableByOthers } from "./engine-home.js";
 
 export interface EmbeddedPostgres {
   /** Connection string of the `cms` database. */
@@ -78,8 +78,7 @@ async function engineLayout(dataDir: string, log: Logger): Promise<{ dir: string
   let dir = inTree.dir;
   if (!dataReachable) {
     dir = externalClusterDir(home, dataDir);
-    mkdirSync(dirname(dir), { recursive: true });
-    chmodSync(dirname(dir), 0o755);
+    mkdirReachable(dirname(dir));
     assertOwnFolder(home);
     assertOwnFolder(dirname(dir));
     log.info({ cluster: dir, data_dir: dataDir }, `the embedded PostgreSQL cluster of DATA_DIR ${dataDir} lives in ${dir}: DATA_DIR is out of reach of the postgres OS user`);

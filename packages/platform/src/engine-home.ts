@@ -79,7 +79,8 @@ export function enginePackages(): { library: string; binaries: string; binariesN
   return { library, binaries, binariesName, version };
 }
 
-function mkdirReachable(dir: string): void {
+/** Makes a folder (and its parents) and opens it to other users (0755): the `postgres` OS user goes through it. */
+export function mkdirReachable(dir: string): void {
   mkdirSync(dir, { recursive: true });
   chmodSync(dir, 0o755);
 }

@@ -7,6 +7,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createClient, createConnectRouter, createRouterTransport, type ConnectRouter, type Transport } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
+import { GoawaySafeSessionManager } from "./http2-sessions.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Knex } from "knex";
 import { type Config, type ServiceName, SERVICE_NAMES, ConfigError } from "./config.js";
@@ -62,7 +63,9 @@ export interface System {
   /** The object store this process uses. */
   store: ObjectStore;
   dbOf(name: ServiceName | "gateway"): Knex | undefined;
-  /** Publishes every pending outbox event now (tests). */
+  /** Publishes every pending outbox event now (a one-off job's process, before it exits). */
+  publishPendingEvents(): Promise<void>;
+  /** Publishes every pending outbox event now and waits until every subscriber has processed it (tests). */
   drainEvents(): Promise<void>;
   /** Subscribes to bus events (tests observe what services publish). */
   subscribe(name: string, type: string, handler: (event: import("./bus.js").BusEvent) => Promise<void>): Promise<void>;
@@ -167,7 +170,8 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       if (config.target === "all") return lazyLocal;
       let t = remote.get(owner);
       if (!t) {
-        t = createConnectTransport({ baseUrl: config.serviceUrls[owner], httpVersion: "2", interceptors: outgoing, useBinaryFormat: true });
+        const baseUrl = config.serviceUrls[owner];
+        t = createConnectTransport({ baseUrl, httpVersion: "2", sessionManager: new GoawaySafeSessionManager(baseUrl), interceptors: outgoing, useBinaryFormat: true });
         remote.set(owner, t);
       }
       return t;
@@ -178,10 +182,32 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
 
     const dbs = new Map<string, Knex>();
     const relays: OutboxRelay[] = [];
+    /**
+     * Publishes what every outbox holds, in the services' order, again while a pass left some
+     * (with the in-process bus a publish runs the subscribers, whose units of work write to their
+     * own outboxes, an earlier one included); the first failure is thrown once all were tried.
+     */
+    const publishPendingEvents = async () => {
+      let failure: unknown;
+      for (let round = 1; round <= 3; round++) {
+        for (const r of relays) await r.drain().catch((err) => { failure ??= err; });
+        if (failure !== undefined) throw failure;
+        const left = await Promise.all(relays.map((r) => r.backlog()));
+        if (left.every((b) => b.unpublished === 0)) return;
+      }
+    };
+    // Stopping, in reverse: the pools close only after every relay drained (registered first, so
+    // it runs last), and the relays drain only after the modules and ports stopped, so that the
+    // requests still in flight commit first. With the in-process bus a relay's publish runs the
+    // subscribers of every service, which need their own pools open.
+    cleanup.push(async () => { for (const db of dbs.values()) await db.destroy(); });
+    cleanup.push(async () => {
+      for (const r of relays) await r.stop();
+      await publishPendingEvents();
+    });
     const poolMax = config.target === "all" ? Math.max(2, Math.ceil(config.dbPoolMax / 2)) : config.dbPoolMax;
     async function contextFor(name: string, schema: string, migrations: MigrationList, extensions: string[] = [], withOutbox = true, settings: SessionSettings = {}): Promise<ServiceContext> {
       const db = createDb(databaseUrl!, schema, poolMax, settings);
-      cleanup.push(() => db.destroy());
       dbs.set(name, db);
       const unobservePool = observePool(schema, db);
       cleanup.push(async () => unobservePool());
@@ -190,10 +216,6 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       const relay = withOutbox ? createOutboxRelay(db, transport, log.child({ outbox: schema }), { schema }) : undefined;
       if (relay) {
         relays.push(relay);
-        // Registered before the service port and the modules, so that it runs after them when
-        // stopping (cleanup runs in reverse): the requests still in flight commit first, then
-        // whatever they wrote to the outbox is published before the pool closes.
-        cleanup.push(async () => { await relay.stop(); await relay.drain(); });
         const unobserve = observeOutbox(schema, () => relay.backlog());
         cleanup.push(async () => unobserve());
       }
@@ -295,7 +317,11 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       clients,
       store,
       dbOf: (name) => dbs.get(name),
-      async drainEvents() { for (const r of relays) await r.drain(); },
+      publishPendingEvents,
+      async drainEvents() {
+        await publishPendingEvents();
+        await transport.settle();
+      },
       subscribe: (name, type, handler) => transport.subscribe(name, type, handler),
       async runJob(name, args) {
         const found = instances.find(({ inst }) => inst.jobs?.[name]);

@@ -5,13 +5,14 @@
  * short write leaves no object behind.
  */
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, readFile, rename, rm, stat, unlink, writeFile, open } from "node:fs/promises";
+import { mkdir, readFile, readdir, rename, rm, stat, unlink, writeFile, open } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID, createHash } from "node:crypto";
 import { PassThrough, Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { S3Config } from "./config.js";
 import { traceOutbound } from "./telemetry.js";
+import { statusClass } from "./metrics.js";
 
 export interface ObjectInfo {
   contentType: string;
@@ -25,6 +26,15 @@ export interface PutOptions {
   contentLength?: number;
   /** Upper bound enforced while streaming. */
   maxBytes?: number;
+  /** When given (lower-case hex), a body with another SHA-256 is refused and nothing is stored. */
+  sha256?: string;
+  /**
+   * The object becomes visible only once this settles: when it rejects, nothing is stored and
+   * put rejects with its reason. The bytes are written (and synced) meanwhile where the store can
+   * keep them out of sight (a temporary file or key), so a caller can record what it is about to
+   * store at the same time as it is written.
+   */
+  visibleAfter?: Promise<unknown>;
 }
 
 export interface ObjectStore {
@@ -66,6 +76,10 @@ export class ObjectTooLargeError extends Error {
 }
 export class ObjectLengthMismatchError extends Error {
   override name = "ObjectLengthMismatchError";
+}
+export class ObjectChecksumMismatchError extends Error {
+  override name = "ObjectChecksumMismatchError";
+  constructor(readonly actual: string) { super(`body has sha256 ${actual}`); }
 }
 
 export const STORE_PREFIX = "store://";
@@ -146,6 +160,10 @@ function meter(opts: PutOptions): Transform & { bytes: number; sha256: () => str
         cb(new ObjectLengthMismatchError(`body has ${bytes} bytes, declared ${opts.contentLength}`));
         return;
       }
+      if (opts.sha256 !== undefined && t.sha256() !== opts.sha256) {
+        cb(new ObjectChecksumMismatchError(t.sha256()));
+        return;
+      }
       cb();
     },
   }) as Transform & { bytes: number; sha256: () => string };
@@ -155,15 +173,48 @@ function meter(opts: PutOptions): Transform & { bytes: number; sha256: () => str
   return t;
 }
 
+/** The checks of PutOptions on a whole buffer, before anything is written; its sha256. */
+function checkedBuffer(body: Buffer, opts: PutOptions): string {
+  if (opts.contentLength !== undefined && body.length !== opts.contentLength) throw new ObjectLengthMismatchError(`body has ${body.length} bytes, declared ${opts.contentLength}`);
+  if (opts.maxBytes !== undefined && body.length > opts.maxBytes) throw new ObjectTooLargeError(`body exceeds ${opts.maxBytes} bytes`);
+  const sha256 = createHash("sha256").update(body).digest("hex");
+  if (opts.sha256 !== undefined && sha256 !== opts.sha256) throw new ObjectChecksumMismatchError(sha256);
+  return sha256;
+}
+
 // Reads and writes move 1 MiB at a time: with node's defaults (64 KiB reads, 16 KiB of write
 // buffer) a file served or stored over HTTP spends more time in per-chunk round trips through
 // the thread pool than in the disk (bench/transfers.ts: about 2.5x the download rate).
 const FS_IO_BYTES = 1024 * 1024;
 
+/** A temporary file untouched this long belongs to a write that died with its process. */
+export const STALE_TEMPORARY_MS = 60 * 60 * 1000;
+
+/**
+ * Removes the fs store's temporary files that nothing has written to for `olderThanMs`: what a
+ * process left when it died mid-write (a live write touches its file with every block). The
+ * names of the removed files.
+ */
+export async function removeStaleTemporaries(root: string, olderThanMs = STALE_TEMPORARY_MS): Promise<string[]> {
+  const dir = join(resolve(root), ".tmp");
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const name of names) {
+    const p = join(dir, name);
+    const st = await stat(p).catch(() => undefined);
+    if (!st?.isFile() || Date.now() - st.mtimeMs < olderThanMs) continue;
+    await rm(p, { force: true });
+    removed.push(name);
+  }
+  return removed;
+}
+
 export function createFsObjectStore(root: string): ObjectStore {
   const base = resolve(root);
   const metaBase = join(base, ".meta");
   const tmpBase = join(base, ".tmp");
+  // Every process that opens the store clears what dead writers left; a crash means a restart.
+  removeStaleTemporaries(base).catch(() => {});
   const pathOf = (key: string) => {
     const p = resolve(base, objectKeyOf(key));
     if (!p.startsWith(base + sep)) throw new Error(`invalid object key "${key}"`);
@@ -201,8 +252,7 @@ export function createFsObjectStore(root: string): ObjectStore {
         if (Buffer.isBuffer(body)) {
           // A buffer is checked whole and written with one call: a thumbnail's put costs a
           // third of the CPU of the stream path.
-          if (opts.contentLength !== undefined && body.length !== opts.contentLength) throw new ObjectLengthMismatchError(`body has ${body.length} bytes, declared ${opts.contentLength}`);
-          if (opts.maxBytes !== undefined && body.length > opts.maxBytes) throw new ObjectTooLargeError(`body exceeds ${opts.maxBytes} bytes`);
+          sha256 = checkedBuffer(body, opts);
           const fh = await open(tmp, "w");
           try {
             await fh.writeFile(body);
@@ -211,7 +261,6 @@ export function createFsObjectStore(root: string): ObjectStore {
             await fh.close();
           }
           size = body.length;
-          sha256 = createHash("sha256").update(body).digest("hex");
         } else {
           const m = meter(opts);
           await pipeline(body, m, createWriteStream(tmp, { highWaterMark: FS_IO_BYTES }));
@@ -221,6 +270,7 @@ export function createFsObjectStore(root: string): ObjectStore {
           size = m.bytes;
           sha256 = m.sha256();
         }
+        await opts.visibleAfter;
         const etag = sha256.slice(0, 32);
         await writeFile(metaFile, JSON.stringify({ contentType: opts.contentType, etag }));
         await rename(tmp, p);
@@ -277,7 +327,7 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
     outcomeOf: (out) => ({ status: (out.response as { statusCode?: number }).statusCode ?? 200 }),
     failureOf: (err) => {
       const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-      return status ? `${Math.floor(status / 100)}xx` : "network";
+      return status ? statusClass(status) : "network";
     },
   }, () => next(args)), { step: "initialize", name: "cmsTelemetry" });
   const presigner = new s3.S3Client({ ...common, endpoint: cfg.publicEndpoint });
@@ -300,10 +350,11 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
       const Key = objectKeyOf(key);
       if (Buffer.isBuffer(body)) {
         // A buffer is checked whole before anything is sent.
-        if (opts.contentLength !== undefined && body.length !== opts.contentLength) throw new ObjectLengthMismatchError(`body has ${body.length} bytes, declared ${opts.contentLength}`);
-        if (opts.maxBytes !== undefined && body.length > opts.maxBytes) throw new ObjectTooLargeError(`body exceeds ${opts.maxBytes} bytes`);
+        const sha256 = checkedBuffer(body, opts);
+        // A PUT is visible when it answers: nothing is sent before the gate.
+        await opts.visibleAfter;
         const res = await client.send(new s3.PutObjectCommand({ Bucket, Key, Body: body, ContentType: opts.contentType, ContentLength: body.length }));
-        return { contentType: opts.contentType, size: body.length, etag: (res.ETag ?? "").replaceAll('"', ""), sha256: createHash("sha256").update(body).digest("hex") };
+        return { contentType: opts.contentType, size: body.length, etag: (res.ETag ?? "").replaceAll('"', ""), sha256 };
       }
       // A stream can fail half-way, and some S3-compatible servers keep what they received of an
       // aborted PUT: stream into a temporary key and copy it into place only once it verified.
@@ -322,6 +373,7 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
         throw pipeResult.status === "rejected" ? pipeResult.reason : (sendResult as PromiseRejectedResult).reason;
       }
       try {
+        await opts.visibleAfter;
         const copied = await client.send(new s3.CopyObjectCommand({
           Bucket, Key, CopySource: `${Bucket}/${TmpKey}`, ContentType: opts.contentType, MetadataDirective: "REPLACE",
         }));

@@ -148,6 +148,35 @@ test("two relays on one outbox (two replicas) still publish in commit order", as
   t.deepEqual(seen, Array.from({ length: 12 }, (_, i) => i + 1));
 });
 
+test("drain waits for what was pending at its call while a long pass of the running relay holds the outbox", async (t) => {
+  const { db, transport, relay } = await localHarness(t);
+  const seen: string[] = [];
+  let release!: () => void;
+  const held = new Promise<void>((r) => { release = r; });
+  let entered = false;
+  await transport.subscribe("sub", "n", async (e) => {
+    if (e.payload.block) { entered = true; await held; }
+    seen.push(e.id);
+  });
+  await db.transaction((trx) => enqueueEvent(trx, "n", { block: true }));
+  relay.start();
+  await until(() => entered);
+  const target = await db.transaction((trx) => enqueueEvent(trx, "n", { target: true }));
+  // The running pass holds the first event (and the outbox lock) well past what a fixed number
+  // of retries would wait; drain must not give up and return before `target` is published.
+  setTimeout(release, 4_000);
+  await relay.drain();
+  t.true(seen.includes(target), "the event pending at the call was published before drain resolved");
+});
+
+test("drain rejects, naming what is left, when the transport keeps failing", async (t) => {
+  const { db, transport, relay } = await localHarness(t);
+  await transport.subscribe("sub", "n", async () => { throw new Error("receiver down"); });
+  await db.transaction((trx) => enqueueEvent(trx, "n", { n: 1 }));
+  await t.throwsAsync(relay.drain(600), { message: /1 event\(s\) pending when the wait began are still unpublished after 600 ms/ });
+  t.is(await outboxCount(db), 1, "the event stays in the outbox for a later pass");
+});
+
 test("a started relay publishes when notified", async (t) => {
   // A poll interval far beyond the test timeout: only notify() can wake the relay.
   const { db, transport, relay } = await localHarness(t, { pollMs: 3_600_000 });
@@ -251,6 +280,26 @@ natsTest("NATS: a committed event reaches a durable subscriber through the relay
   t.false(Number.isNaN(Date.parse(seen[0]!.occurredAt)));
   const info = await jsm.streams.info(stream);
   t.is(info.state.messages, 1, "the rolled-back event was never published");
+});
+
+natsTest("NATS: settle resolves once every consumer has processed what was published before it, and names a consumer that does not", async (t) => {
+  t.timeout(60_000);
+  const { open } = await natsSetup(t);
+  const transport = await open();
+  const done: string[] = [];
+  await transport.subscribe("slow-sub", "thing.created", async (e) => { await sleep(1_500); done.push(e.id); });
+  await transport.subscribe("quick-sub", "thing.other", async (e) => { done.push(e.id); });
+  const event: BusEvent = { id: randomUUID(), type: "thing.created", payload: {}, occurredAt: new Date().toISOString(), headers: {} };
+  await transport.publish(event);
+  await transport.settle();
+  t.deepEqual(done, [event.id], "the slow handler finished before settle resolved; the other consumer's filter never matched");
+
+  // A subscription whose process is gone: its consumer stays behind, and settle says so.
+  const gone = await open();
+  await gone.subscribe("gone-sub", "thing.later", async () => {});
+  await gone.close();
+  await transport.publish({ ...event, id: randomUUID(), type: "thing.later" });
+  await t.throwsAsync(transport.settle(500), { message: /consumer\(s\) gone-sub have not processed/ });
 });
 
 natsTest("NATS: the same event id published twice is delivered once", async (t) => {

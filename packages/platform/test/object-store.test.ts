@@ -5,12 +5,13 @@
 import test, { type ExecutionContext } from "ava";
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import {
+  ObjectChecksumMismatchError,
   ObjectLengthMismatchError,
   ObjectTooLargeError,
   createFsObjectStore,
@@ -20,6 +21,8 @@ import {
   mayBeCoverKey,
   readObject,
   objectKeyOf,
+  removeStaleTemporaries,
+  STALE_TEMPORARY_MS,
   type ObjectStore,
   type PutOptions,
 } from "../src/object-store.ts";
@@ -58,10 +61,23 @@ function bodyOf(s: PutSpec): Buffer | Readable {
   return s.chunk === undefined ? data : chunked(data, s.chunk);
 }
 
+/** The store's temporaries, once their count is back to `n` (or after 5 s): a removal may still be under way. */
+async function temporariesBackTo(b: { temporaries(): Promise<string[]> }, n: number): Promise<number> {
+  const deadline = Date.now() + 5000;
+  let now = (await b.temporaries()).length;
+  while (now > n && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    now = (await b.temporaries()).length;
+  }
+  return now;
+}
+
 interface Backend {
   store: ObjectStore;
   /** Every stored object (or leftover file) whose key starts with prefix. */
   list(prefix: string): Promise<string[]>;
+  /** The store's temporary objects (a put in progress, or a leftover). */
+  temporaries(): Promise<string[]>;
   /** A put expected to fail, made so that a crash or hang is reported rather than fatal. */
   attemptPut(key: string, spec: PutSpec): Promise<PutOutcome>;
   cleanup(): Promise<void>;
@@ -129,6 +145,58 @@ function registerSuite(kind: string, make: () => Promise<Backend>, enabled: bool
     t.is(put2.size, 100);
     t.deepEqual(await readAll((await b.store.get(`${p}b.bin`))!.body), data);
     await b.store.delete([`${p}a.bin`, `${p}b.bin`]);
+  });
+
+  reg("gate", "visibleAfter: the object appears only once the gate resolves; a rejected gate stores nothing and is put's error", async (t) => {
+    const p = prefix();
+    const temporariesBefore = (await b.temporaries()).length;
+    for (const [name, body] of [["buffer", () => randomBytes(200_000)], ["stream", () => chunked(randomBytes(200_000), 65_536)]] as const) {
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => { open = resolve; });
+      const put = b.store.put(`${p}${name}-open.bin`, body(), { contentType: "application/octet-stream", contentLength: 200_000, visibleAfter: gate });
+      await new Promise((r) => setTimeout(r, 100)); // the bytes are written meanwhile
+      t.is(await b.store.head(`${p}${name}-open.bin`), undefined, `${name}: not visible before the gate`);
+      open();
+      t.is((await put).size, 200_000);
+      t.is((await b.store.head(`${p}${name}-open.bin`))?.size, 200_000, `${name}: visible after the gate`);
+
+      const refused = new Error("the reservation was refused");
+      const closed = Promise.reject(refused);
+      closed.catch(() => {});
+      const err = await t.throwsAsync(b.store.put(`${p}${name}-closed.bin`, body(), { contentType: "application/octet-stream", contentLength: 200_000, visibleAfter: closed }));
+      t.is(err, refused, `${name}: put rejects with the gate's reason`);
+      t.is(await b.store.head(`${p}${name}-closed.bin`), undefined, `${name}: nothing stored`);
+    }
+    t.is((await b.list(p)).length, 2, "the two objects, nothing else under the prefix");
+    t.is(await temporariesBackTo(b, temporariesBefore), temporariesBefore, "no temporary left behind");
+    await b.store.delete([`${p}buffer-open.bin`, `${p}stream-open.bin`]);
+  });
+
+  reg("sha256", "sha256: the expected bytes are stored; other bytes are refused with their sha256 and nothing is stored", async (t) => {
+    const p = prefix();
+    const data = randomBytes(300_000);
+    const temporariesBefore = (await b.temporaries()).length;
+    for (const [name, body] of [["buffer", () => data], ["stream", () => chunked(data, 65_536)]] as const) {
+      const ok = await b.store.put(`${p}${name}-ok.bin`, body(), { contentType: "application/octet-stream", sha256: sha256(data) });
+      t.is(ok.sha256, sha256(data));
+      const err = await t.throwsAsync(b.store.put(`${p}${name}-bad.bin`, body(), { contentType: "application/octet-stream", sha256: "0".repeat(64) }), { instanceOf: ObjectChecksumMismatchError });
+      t.is(err.actual, sha256(data), `${name}: the error names the actual sha256`);
+      t.is(await b.store.head(`${p}${name}-bad.bin`), undefined, `${name}: nothing stored`);
+    }
+    t.is((await b.list(p)).length, 2);
+    t.is(await temporariesBackTo(b, temporariesBefore), temporariesBefore, "no temporary left behind");
+    await b.store.delete([`${p}buffer-ok.bin`, `${p}stream-ok.bin`]);
+  });
+
+  reg("early-failure", "a body that fails before its first byte leaves no temporary", async (t) => {
+    const p = prefix();
+    const before = (await b.temporaries()).length;
+    for (let i = 0; i < 5; i++) {
+      const body = new Readable({ read() { this.destroy(new Error("client connection reset")); } });
+      await t.throwsAsync(b.store.put(`${p}early-${i}.bin`, body, { contentType: "application/octet-stream" }), { message: /reset/ });
+    }
+    t.is(await temporariesBackTo(b, before), before);
+    t.deepEqual(await b.list(p), []);
   });
 
   reg("overwrite", "put overwrites an existing object", async (t) => {
@@ -285,6 +353,7 @@ registerSuite("fs", async () => {
   return {
     store,
     async list(prefix) { return walk(join(root, prefix)); },
+    async temporaries() { return walk(join(root, ".tmp")); },
     async attemptPut(key, spec) {
       try {
         await store.put(key, bodyOf(spec), spec.opts);
@@ -296,6 +365,23 @@ registerSuite("fs", async () => {
     async cleanup() { store.close(); rmSync(root, { recursive: true, force: true }); },
   };
 }, true);
+
+test("[fs] temporaries a dead writer left are removed when a store opens; recent ones (a write in progress) stay", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "cms-objstore-stale-"));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  t.deepEqual(await removeStaleTemporaries(root), [], "no .tmp folder yet");
+  mkdirSync(join(root, ".tmp"));
+  const old = (Date.now() - STALE_TEMPORARY_MS - 60_000) / 1000;
+  for (const name of ["dead-1.tmp", "dead-2.tmp", "live.tmp"]) writeFileSync(join(root, ".tmp", name), "partial");
+  utimesSync(join(root, ".tmp", "dead-1.tmp"), old, old);
+  t.deepEqual(await removeStaleTemporaries(root), ["dead-1.tmp"]);
+  utimesSync(join(root, ".tmp", "dead-2.tmp"), old, old);
+  const store = createFsObjectStore(root);
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline && readdirSync(join(root, ".tmp")).includes("dead-2.tmp")) await new Promise((r) => setTimeout(r, 20));
+  t.deepEqual(readdirSync(join(root, ".tmp")), ["live.tmp"], "opening the store removed the stale one");
+  store.close();
+});
 
 test("[fs] nothing is written outside the root for an escaping key", async (t) => {
   const parent = mkdtempSync(join(tmpdir(), "cms-objstore-parent-"));
@@ -351,6 +437,7 @@ registerSuite("s3", async () => {
   return {
     store,
     list: (prefix) => admin.list(prefix),
+    temporaries: () => admin.list(".tmp/"),
     // In a child process: on S3 some of these failures escape as uncaught exceptions.
     attemptPut: (key, spec) => putInChild({ store: "s3", bucket, key, ...spec }),
     async cleanup() { store.close(); await admin.dropBucket(); },

@@ -105,7 +105,7 @@ async function runJob(name: string, args: Record<string, unknown>): Promise<Reco
   const system = await launch(config, { ...MODULES, headless: true, log: createLogger(config.logLevel, { cli: true }, true) });
   try {
     const out = await system.runJob(name, args);
-    await system.drainEvents();
+    await system.publishPendingEvents();
     return out;
   } finally {
     await system.stop();
@@ -113,11 +113,13 @@ async function runJob(name: string, args: Record<string, unknown>): Promise<Reco
 }
 
 async function run(noun: string, verb: string, rest: string[], values: Record<string, unknown>, dbFor: (schema: string) => Knex): Promise<Record<string, unknown>> {
-  const authDb = async () => {
+  /** The auth schema's pool, migrated. */
+  const authPool = async () => {
     const db = dbFor("auth");
     await migrate(db, "auth", serviceMigrations(authMigrations));
-    return createAuth(createAuthStore(db));
+    return db;
   };
+  const authDb = async () => createAuth(createAuthStore(await authPool()));
   switch (`${noun} ${verb}`) {
     case "user create": {
       const username = rest[0] ?? fail(USAGE);
@@ -142,8 +144,7 @@ async function run(noun: string, verb: string, rest: string[], values: Record<st
     }
     case "client create": {
       if (values.name === undefined || !(values["redirect-uri"] as string[] | undefined)?.length) fail(USAGE);
-      const db = dbFor("auth");
-      await migrate(db, "auth", serviceMigrations(authMigrations));
+      const db = await authPool();
       const oauth = createOAuth({
         store: createOAuthStore(db), uow: createUnitOfWork(db, createOAuthStore, { notify() {} }),
         // Resources matter to authorizations, not to registering a client.

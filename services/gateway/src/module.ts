@@ -12,7 +12,7 @@ import { createMeta } from "./app/meta.js";
 import { PUBLIC_SERVICES } from "./app/public-services.js";
 import { buildRegistry } from "./app/registry.js";
 import { createOperationRunner } from "./app/run-operation.js";
-import { acceptsAudience, bearerOf, createAdmission } from "./http/admission.js";
+import { createAdmission } from "./http/admission.js";
 import { PLAYER_ASSETS } from "./domain/player-page.js";
 import { createPlayerPages } from "./app/player-pages.js";
 import { assetsVersion, createAssetHandler } from "./http/assets.js";
@@ -30,7 +30,7 @@ import { ACCOUNT_ASSETS } from "./domain/account-pages.js";
 import { createAccountRoutes } from "./http/account-routes.js";
 import { authorizationFlowOf, createAuthorizePage } from "./http/authorize-page.js";
 import { createOAuthEndpoints } from "./http/oauth-endpoints.js";
-import { cookieNames, signedIn } from "./http/web-session.js";
+import { createViewerOf } from "./http/web-session.js";
 import { createPlayerChannel } from "./app/player-channel.js";
 import { PLAYER_EVENTS_PATH, createPlayerEventsHandler } from "./http/player-events.js";
 import { createIdempotencyStore } from "./store/idempotency-store.js";
@@ -80,16 +80,7 @@ export const gatewayModule: GatewayModule = {
     });
     const authorizePage = createAuthorizePage({ auth, tokens, account, secret: config.grantSecret!, issuer: () => config.baseUrl, assetVersion: accountAssets });
     const oauthEndpoints = createOAuthEndpoints({ auth, rateLimiter, baseUrl: () => config.baseUrl, appUrl: () => config.appUrl, log });
-    // The signed-in user of a page request: a bearer token, or the web session's cookie.
-    const viewerOf = async (req: import("node:http").IncomingMessage) => {
-      const token = bearerOf(req.headers.authorization);
-      if (token) {
-        const caller = await tokens.resolve(token);
-        // A token bound to another resource (the MCP endpoint) does not open the player.
-        return caller && acceptsAudience(caller, undefined) ? caller : undefined;
-      }
-      return (await signedIn(req, cookieNames(config.appUrl), tokens))?.caller;
-    };
+    const viewerOf = createViewerOf(tokens, () => config.appUrl);
     await playerChannel.start();
 
     // Ready from the moment it listens until stop() begins.

@@ -11,7 +11,8 @@ import {
 import { field as fieldOption, FieldSchema, file_common_v1_options } from "@cms/contracts/common/v1/options_pb";
 import { Ajv } from "ajv";
 import { responseSchema } from "../src/domain/json-schema.js";
-import { renderJson, renderObject } from "../src/domain/render.js";
+import fc from "fast-check";
+import { isoOfTimestamp, renderJson, renderObject } from "../src/domain/render.js";
 
 type Opts = { nullable?: boolean; jsonKey?: string; inline?: boolean; selects?: string };
 
@@ -170,4 +171,18 @@ test("the response schema follows the same options, and validates what the rende
   for (const m of [make(Item, { id: 1n, createdAt: timestampFromMs(0), extra: {} }), make(Item, { id: 2n, description: "d", createdAt: timestampFromMs(0), extra: { textNote: "x" }, size: 1n })]) {
     t.true(validate(renderObject(Item, m)), JSON.stringify(validate.errors));
   }
+});
+
+test("a Timestamp is written as Date#toISOString writes its millisecond, at every second (before 1970 and past 9999 too)", (t) => {
+  const expected = (seconds: number, nanos: number) => new Date(seconds * 1000 + Math.floor(nanos / 1_000_000)).toISOString();
+  for (const [seconds, nanos] of [[0, 0], [-1, 999_999_999], [86_399, 999_000_000], [86_400, 1_000_000], [253_402_300_799, 999_999_999], [253_402_300_800, 0], [-62_135_596_800, 0], [1_795_000_000, 5_123_456]]) {
+    t.is(isoOfTimestamp({ seconds: BigInt(seconds!), nanos: nanos! }), expected(seconds!, nanos!), `${seconds}s ${nanos}ns`);
+  }
+  // Runs of one day and jumps between days (the date part is kept from the previous value).
+  const seconds = fc.oneof(fc.integer({ min: -8_640_000_000, max: 8_640_000_000 }), fc.integer({ min: 1_795_000_000, max: 1_795_200_000 }));
+  fc.assert(fc.property(fc.array(fc.tuple(seconds, fc.integer({ min: 0, max: 999_999_999 })), { minLength: 1, maxLength: 20 }), (values) => {
+    for (const [s, n] of values) if (isoOfTimestamp({ seconds: BigInt(s), nanos: n }) !== expected(s, n)) return false;
+    return true;
+  }), { numRuns: 2000, seed: 1124 });
+  t.pass();
 });

@@ -1,7 +1,7 @@
 /** The gateway's intake of a request body: what it refuses before any schema, naming the field. */
 import test from "ava";
 import { AppError } from "@cms/platform";
-import { findDuplicateKey, parseRequestBody, MAX_DEPTH } from "../src/domain/request-body.js";
+import { bodyText, findDuplicateKey, parseRequestBody, MAX_DEPTH } from "../src/domain/request-body.js";
 
 const fieldOf = (raw: string | Buffer): string => {
   try { parseRequestBody(Buffer.isBuffer(raw) ? raw : Buffer.from(raw)); return "ok"; } catch (err) { return String((err as AppError).extra.field ?? (err as AppError).detail); }
@@ -45,6 +45,17 @@ test("nesting deeper than the limit, invalid UTF-8, invalid JSON, non-objects", 
   t.regex(fieldOf("{"), /not valid JSON/);
   t.regex(fieldOf("[1]"), /JSON object/);
   t.regex(fieldOf("null"), /JSON object/);
+});
+
+test("the body's text: ASCII and multi-byte UTF-8 decode to the same text as UTF-8; invalid bytes are refused", (t) => {
+  const ascii = JSON.stringify({ op: "media.upload_chunk", content_base64: "QUJD".repeat(1000) });
+  t.is(bodyText(Buffer.from(ascii)), ascii);
+  const mixed = JSON.stringify({ op: "x", name: "Café 東京 😀", tags: ["naïve"] });
+  t.is(bodyText(Buffer.from(mixed)), mixed);
+  t.deepEqual(parseRequestBody(Buffer.from(mixed)), JSON.parse(mixed));
+  // Latin-1 bytes are not UTF-8: the ASCII path must not take them (it would strip the high bit).
+  t.throws(() => bodyText(Buffer.from([0x7b, 0x22, 0x6e, 0x22, 0x3a, 0x22, 0xe9, 0x22, 0x7d])), { message: /UTF-8/ });
+  t.throws(() => bodyText(Buffer.from([0xc3])), { message: /UTF-8/ }, "a truncated sequence");
 });
 
 test("parser errors map to the contract's status and a sentence", async (t) => {

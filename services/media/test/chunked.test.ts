@@ -103,3 +103,28 @@ test("begin counts stored files (each object once) and open uploads against the 
   t.like(over, { code: "invalid_request", extra: { quota: "collection_storage", used_bytes: 900, requested_bytes: 101 } });
   t.is(f.state.sessions.length, 1);
 });
+
+test("a large chunk is written while its key is reserved: a refused reservation stores nothing and is the error; a failed write drops the reservation", async (t) => {
+  const file = randomBytes(300_000);
+  const f = await session(file, 2); // two chunks of 150,000 bytes: objects, not rows
+  const chunkObjects = () => [...f.objects.objects.keys()].filter((k) => k.includes("upload-chunks/"));
+  t.is(chunkObjects().length, 2);
+  const rows = () => f.state.chunks.map((c) => `${c.idx}:${c.state}`).sort();
+  t.deepEqual(rows(), ["0:stored", "1:stored"]);
+
+  // Index 5 lies beyond the declared length: the reservation refuses it, and its error is the answer.
+  const bytes = file.subarray(0, 150_000);
+  const beyond = await t.throwsAsync(f.app.chunked.uploadChunk(owner, { uploadId: f.uploadId, index: 5, contentBase64: bytes.toString("base64"), contentLength: bytes.length }), { instanceOf: AppError });
+  t.is(beyond.code, "invalid_request");
+  t.is(chunkObjects().length, 2, "no object for the refused chunk");
+  t.deepEqual(rows(), ["0:stored", "1:stored"]);
+
+  // A write that fails after the reservation: the row goes, no object stays, the stored chunk stays.
+  f.objects.hooks.onPut = () => { throw new Error("disk full"); };
+  await t.throwsAsync(f.app.chunked.uploadChunk(owner, { uploadId: f.uploadId, index: 1, contentBase64: bytes.toString("base64"), contentLength: bytes.length }), { message: "disk full" });
+  t.deepEqual(rows(), ["0:stored", "1:stored"], "the reservation was dropped");
+  t.is(chunkObjects().length, 2);
+
+  const done = await f.app.chunked.finishUpload(owner, { uploadId: f.uploadId, sha256: sha(file) });
+  t.is(done.row.sha256, sha(file));
+});

@@ -11,7 +11,7 @@ import { Readable } from "node:stream";
 import type { Client } from "@connectrpc/connect";
 import type { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
 import {
-  ObjectLengthMismatchError, isStoreKey, loadConfig, type Config, type EventWriter, type Logger, type ObjectInfo, type ObjectStore,
+  ObjectChecksumMismatchError, ObjectLengthMismatchError, isStoreKey, loadConfig, type Config, type EventWriter, type Logger, type ObjectInfo, type ObjectStore,
   type UnitOfWork,
 } from "@cms/platform";
 import type { MediaRow } from "../src/domain/media-row.js";
@@ -291,12 +291,15 @@ export function memoryObjects() {
       else for await (const c of body) parts.push(c as Buffer);
       const bytes = Buffer.concat(parts);
       if (opts.contentLength !== undefined && bytes.length !== opts.contentLength) throw new ObjectLengthMismatchError(`${bytes.length} bytes, ${opts.contentLength} declared`);
+      const sha256 = createHash("sha256").update(bytes).digest("hex");
+      if (opts.sha256 !== undefined && sha256 !== opts.sha256) throw new ObjectChecksumMismatchError(sha256);
       const hook = hooks.onPut;
       hooks.onPut = undefined;
       await hook?.(key);
+      await opts.visibleAfter;
       const info = { contentType: opts.contentType, size: bytes.length, etag: createHash("md5").update(bytes).digest("hex") };
       objects.set(key, { bytes, info });
-      return { ...info, sha256: createHash("sha256").update(bytes).digest("hex") };
+      return { ...info, sha256 };
     },
     async get(key, range) {
       const o = objects.get(key);

@@ -13,7 +13,7 @@ import {
   redirectUriMatches, redirectUriProblem, requestedScopes, verifierMatches, type TokenResponse,
 } from "../domain/oauth.js";
 import { ALL_SCOPES, hashSecret, newAccessToken } from "../domain/tokens.js";
-import type { ClientRow, OAuthStore } from "../store/oauth-store.js";
+import type { ClientRow, GrantRow, OAuthStore } from "../store/oauth-store.js";
 import type { WebSessions } from "./web-sessions.js";
 
 /** The resources this server issues audience-bound tokens for (RFC 8707). */
@@ -64,6 +64,7 @@ export interface CheckedAuthorization {
   audience: string;
   /** The signed-in user (when a session was given) and whether an earlier consent covers this request. */
   userId?: string;
+  username?: string;
   consented: boolean;
 }
 
@@ -109,7 +110,7 @@ export function createOAuth(deps: OAuthDeps) {
       const audience = audienceOf(req.resources, list(deps.resources()));
       const session = sessionToken ? await deps.sessions?.resolve(sessionToken) : undefined;
       const consented = session ? consentCovers(await deps.store.consent(session.user_id, client.client_id), scopes) : false;
-      return { client, redirectUri: req.redirectUri, scopes, audience, userId: session?.user_id, consented };
+      return { client, redirectUri: req.redirectUri, scopes, audience, userId: session?.user_id, username: session?.user.username, consented };
     } catch (err) {
       if (err instanceof OAuthError) throw new AuthorizationRefused(err, true);
       throw err;
@@ -128,11 +129,11 @@ export function createOAuth(deps: OAuthDeps) {
   }
 
   /** A new access token and refresh token of a grant, inside the unit of work. */
-  async function issue(s: OAuthStore, grant: { id: string; userId: string; clientId: string; audience: string }, scopes: string[], at: Date): Promise<TokenResponse> {
+  async function issue(s: OAuthStore, grant: GrantRow, scopes: string[], at: Date): Promise<TokenResponse> {
     const accessToken = newAccessToken();
     const refreshToken = newRefreshToken();
     await s.insertAccessToken({
-      tokenHash: hashSecret(accessToken), userId: grant.userId, scopes, clientId: grant.clientId,
+      tokenHash: hashSecret(accessToken), userId: grant.user_id, scopes, clientId: grant.client_id,
       expiresAt: new Date(at.getTime() + ACCESS_TOKEN_TTL_SECONDS * 1000), audience: grant.audience, grantId: grant.id,
     });
     await s.insertRefreshToken({ tokenHash: hashSecret(refreshToken), grantId: grant.id, expiresAt: new Date(at.getTime() + REFRESH_TOKEN_TTL_SECONDS * 1000) });
@@ -164,7 +165,7 @@ export function createOAuth(deps: OAuthDeps) {
       }
       const grant = await s.insertGrant({ userId: row.user_id, clientId: client.client_id, scopes: row.scopes, audience: row.audience });
       await s.setCodeGrant(codeHash, grant.id);
-      return { tokens: await issue(s, { id: grant.id, userId: grant.user_id, clientId: grant.client_id, audience: grant.audience }, row.scopes, at), revoked: [] };
+      return { tokens: await issue(s, grant, row.scopes, at), revoked: [] };
     });
   }
 
@@ -196,7 +197,7 @@ export function createOAuth(deps: OAuthDeps) {
       }
       // Used up by a concurrent request since it was read: a replay all the same.
       if (!(await s.takeRefreshToken(tokenHash))) return reused();
-      return { tokens: await issue(s, { id: grant.id, userId: grant.user_id, clientId: grant.client_id, audience: grant.audience }, scopes, at), revoked: [] };
+      return { tokens: await issue(s, grant, scopes, at), revoked: [] };
     });
   }
 

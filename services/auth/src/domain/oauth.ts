@@ -12,7 +12,8 @@
  * auth service's own opaque tokens that every service introspects. The protocol is small enough
  * to keep in these functions, each unit-tested.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
+import { newSecret } from "./tokens.js";
 
 /** RFC 6749 section 5.2 / 4.1.2.1 error codes, plus RFC 8707's and RFC 7591's. */
 export type OAuthErrorCode =
@@ -44,11 +45,10 @@ export const AUTHORIZATION_CODE_TTL_SECONDS = 60;
 /** The bundled public client of MCP clients (conventions.md): any loopback redirect URI. */
 export const MCP_CLIENT_ID = "mcp";
 
-const random = (prefix: string) => `${prefix}${randomBytes(32).toString("base64url")}`;
-export const newAuthorizationCode = () => random("cms_ac_");
-export const newRefreshToken = () => random("cms_rt_");
-export const newClientSecret = () => random("cms_cs_");
-export const newClientId = () => `cms_client_${randomBytes(12).toString("base64url")}`;
+export const newAuthorizationCode = () => newSecret("cms_ac_");
+export const newRefreshToken = () => newSecret("cms_rt_");
+export const newClientSecret = () => newSecret("cms_cs_");
+export const newClientId = () => newSecret("cms_client_", 12);
 
 /** RFC 7636 4.1: 43 to 128 unreserved characters. */
 const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;

@@ -2,7 +2,7 @@
  * Sign-in rules: how many failed attempts an account and an address may make before sign-ins
  * are refused for a while, the one answer every failure gets, and web session tokens.
  */
-import { randomBytes } from "node:crypto";
+import { newSecret } from "./tokens.js";
 
 export interface ThrottlePolicy {
   /** Failures counted over this window. */
@@ -63,5 +63,5 @@ export const WEB_SESSION_PREFIX = "cms_ws_";
 
 /** A new web session token: a recognisable prefix and 256 random bits (stored hashed). */
 export function newWebSessionToken(): string {
-  return `${WEB_SESSION_PREFIX}${randomBytes(32).toString("base64url")}`;
+  return newSecret(WEB_SESSION_PREFIX);
 }

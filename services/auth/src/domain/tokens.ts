@@ -18,20 +18,28 @@ export type Plan = (typeof PLANS)[number];
 
 export const DEFAULT_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
 
+/**
+ * A new secret (token, key, code, credential): a recognisable prefix, then `bytes` random bytes
+ * in base64url (256 bits unless said). Every secret of the auth service is made here.
+ */
+export function newSecret(prefix: string, bytes = 32): string {
+  return `${prefix}${randomBytes(bytes).toString("base64url")}`;
+}
+
 /** A new opaque access token: a recognisable prefix and 256 random bits. */
 export function newAccessToken(): string {
-  return `cms_at_${randomBytes(32).toString("base64url")}`;
+  return newSecret("cms_at_");
 }
 
 /** A service credential: what an internal service outside this system presents as its bearer token. */
 export const SERVICE_CREDENTIAL_PREFIX = "cms_svc_";
 
 export function newServiceCredential(): string {
-  return `${SERVICE_CREDENTIAL_PREFIX}${randomBytes(32).toString("base64url")}`;
+  return newSecret(SERVICE_CREDENTIAL_PREFIX);
 }
 
 export function newApiKey(): string {
-  return `cms_key_${randomBytes(24).toString("base64url")}`;
+  return newSecret("cms_key_", 24);
 }
 
 /** Tokens and keys are stored only as SHA-256 digests. */

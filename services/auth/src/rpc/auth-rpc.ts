@@ -94,8 +94,7 @@ export function authRoutes({ auth, sessions, oauth, store, bus }: AuthApps) {
       async checkAuthorization(req) {
         return refusable(async () => {
           const c = await oauth.checkAuthorization(requestOf(req.request), req.sessionToken || undefined);
-          const username = c.userId && req.sessionToken ? (await sessions.resolve(req.sessionToken))?.user.username ?? "" : "";
-          return { clientName: c.client.name, scopes: c.scopes, audience: c.audience, consented: c.consented, username, redirectable: true };
+          return { clientName: c.client.name, scopes: c.scopes, audience: c.audience, consented: c.consented, username: c.username ?? "", redirectable: true };
         });
       },
       async issueAuthorizationCode(req) {

@@ -145,6 +145,12 @@ export interface AuthStore {
   serviceCredential(credentialHash: string): Promise<ServiceCredentialRow | undefined>;
 }
 
+/** The columns of the user joined (as `u`) to a token or a session, and the UserRow they make. */
+const JOINED_USER_COLS = ["u.username", "u.plan", "u.is_admin", "u.created_at as user_created_at"];
+function joinedUser(row: { user_id: string; username: string; plan: Plan; is_admin: boolean; user_created_at: Date }): UserRow {
+  return { id: row.user_id, username: row.username, plan: row.plan, is_admin: row.is_admin, created_at: row.user_created_at };
+}
+
 export function createAuthStore(db: Knex): AuthStore {
   const userCols = ["id", "username", "plan", "is_admin", "created_at"];
   return {
@@ -170,14 +176,13 @@ export function createAuthStore(db: Knex): AuthStore {
     async tokenWithUser(tokenHash) {
       const row = await db("tokens as t")
         .join("users as u", "u.id", "t.user_id")
-        .select("t.*", "u.username", "u.plan", "u.is_admin", "u.created_at as user_created_at")
+        .select("t.*", ...JOINED_USER_COLS)
         .where("t.token_hash", tokenHash)
         .first();
       if (!row) return undefined;
       return {
         id: row.id, token_hash: row.token_hash, user_id: row.user_id, scopes: row.scopes, client_id: row.client_id,
-        expires_at: row.expires_at, revoked_at: row.revoked_at, audience: row.audience, grant_id: row.grant_id,
-        user: { id: row.user_id, username: row.username, plan: row.plan, is_admin: row.is_admin, created_at: row.user_created_at },
+        expires_at: row.expires_at, revoked_at: row.revoked_at, audience: row.audience, grant_id: row.grant_id, user: joinedUser(row),
       };
     },
     async revokeToken(tokenHash) {
@@ -212,13 +217,12 @@ export function createAuthStore(db: Knex): AuthStore {
     async webSessionWithUser(tokenHash) {
       const row = await db("web_sessions as s")
         .join("users as u", "u.id", "s.user_id")
-        .select("s.id", "s.user_id", "s.expires_at", "s.revoked_at", "u.username", "u.plan", "u.is_admin", "u.created_at as user_created_at")
+        .select("s.id", "s.user_id", "s.expires_at", "s.revoked_at", ...JOINED_USER_COLS)
         .where("s.token_hash", tokenHash)
         .first();
       if (!row) return undefined;
       return {
-        id: row.id, user_id: row.user_id, expires_at: row.expires_at, revoked_at: row.revoked_at,
-        user: { id: row.user_id, username: row.username, plan: row.plan, is_admin: row.is_admin, created_at: row.user_created_at },
+        id: row.id, user_id: row.user_id, expires_at: row.expires_at, revoked_at: row.revoked_at, user: joinedUser(row),
       };
     },
     async revokeWebSession(tokenHash) {

@@ -2,7 +2,7 @@
  * The knex adapter of the collections schema's stores (../app/ports.ts). It works on whatever it
  * is given: the pool, or the transaction of a unit of work.
  */
-import type { Queryable } from "@cms/platform";
+import { pageWithTotal, type Queryable } from "@cms/platform";
 import type { CollectionRow } from "../domain/collection-json.js";
 import type {
   CollectionPatch, CollectionsStore, CollectionsStores, CoverRow, ListFilter, NewCollection, RowPage, Scope, Searcher, SortBy,
@@ -51,7 +51,7 @@ const SCORE = `(CASE WHEN c.search_text LIKE ${PATTERN} THEN 1 ELSE 0 END + word
 const VISIBLE_PUBLIC = `c.is_published AND c.share_access_level = 'public' AND NOT c.is_archived`;
 
 /** The word similarity that counts as a generous match (see above). */
-export const WORD_SIMILARITY_THRESHOLD = 0.5;
+const WORD_SIMILARITY_THRESHOLD = 0.5;
 
 /** Session settings of the collections pool that search relies on. */
 export const SEARCH_SESSION_SETTINGS = { "pg_trgm.word_similarity_threshold": String(WORD_SIMILARITY_THRESHOLD) } as const;
@@ -103,8 +103,6 @@ export function searchPlanSql(query: string, userId: string, limit: number): [st
 export function createCollectionsStore(q: Queryable): CollectionsStore {
   const live = (userId: string, parentId: number | null) => q("collections").where({ user_id: userId, is_deleted: false })
     .modify((b) => (parentId === null ? b.whereNull("parent_id") : b.where("parent_id", parentId)));
-
-  const params = (query: string, who: Searcher) => searchParams(query, who);
 
   /**
    * The total of a paged query from its window count; a page past the end has no row to carry
@@ -190,12 +188,7 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       if (f.nameContains) b.whereRaw("name ILIKE ?", [`%${escapeLike(f.nameContains)}%`]);
       if (f.tag) b.whereRaw("? = ANY(tags)", [f.tag.toLowerCase()]);
       if (f.isNsfw !== undefined) b.where({ is_nsfw: f.isNsfw });
-      // One statement: the page, and its total from a count subquery that runs once.
-      const rows: Array<CollectionRow & { total?: number }> = await b.clone().select(COLLECTION_COLUMNS).select(b.clone().count("*").as("total"))
-        .orderBy([{ column: "position" }, { column: "id" }]).limit(f.limit).offset(f.offset);
-      const total = rows.length ? Number(rows[0]!.total) : Number((await b.clone().count<{ total: number }[]>("* as total"))[0]!.total);
-      for (const r of rows) delete r.total;
-      return { rows, total };
+      return pageWithTotal<CollectionRow>(b, (page) => page.select(COLLECTION_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(f.limit).offset(f.offset));
     },
     async ownedForReorder(userId) {
       return q("collections").select(COLLECTION_COLUMNS).where({ user_id: userId, is_deleted: false })
@@ -288,14 +281,14 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       return { rows: rows as CollectionRow[], total: Number(total) };
     },
     async search(query, scopes, who, limit, offset) {
-      const p = params(query, who);
+      const p = searchParams(query, who);
       const { hits, page } = searchSql(scopes);
       const { rows } = await q.raw(page, { ...p, limit, offset });
       const total = await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p);
       return { rows, total };
     },
     async countPublicMatches(query, who) {
-      const { rows } = await q.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT, "0")}) p`, params(query, who));
+      const { rows } = await q.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT, "0")}) p`, searchParams(query, who));
       return Number(rows[0].n);
     },
     async browse(scopes, who, tags, sortBy: SortBy, limit, offset) {

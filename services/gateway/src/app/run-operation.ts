@@ -6,7 +6,7 @@
  * refuses and answers is decided here once.
  */
 import type { StoredObject } from "@cms/contracts/common/v1/common_pb";
-import { AppError, fromConnectError, sha256Hex, type Caller, type Logger } from "@cms/platform";
+import { fromConnectError, sha256Hex, type Caller, type Logger } from "@cms/platform";
 import { canonicalJson } from "../domain/canonical-json.js";
 import type { IdempotencyStore } from "../store/idempotency-store.js";
 import type { Dispatch } from "./dispatch.js";
@@ -15,6 +15,17 @@ import { validationError, type OpEntry } from "./registry.js";
 /** What a call came to: status and JSON body (an error's too), or the object a streams_object op names. */
 export interface Outcome { status: number; body: string; headers?: Record<string, string>; object?: StoredObject }
 
+/** The code an outcome counts under in the op metrics and spans: "ok", or the contract's error code. */
+export function outcomeCode(outcome: Pick<Outcome, "status" | "body">): string {
+  if (outcome.status < 400) return "ok";
+  try {
+    const code = (JSON.parse(outcome.body) as { error?: unknown }).error;
+    return typeof code === "string" ? code : "error";
+  } catch {
+    return "error";
+  }
+}
+
 /**
  * Runs an operation for an admitted caller; `fields` are the request's fields without `op`
  * (idempotency_key included). Refusals before the run (schema, a reused key) are thrown as an
@@ -22,9 +33,13 @@ export interface Outcome { status: number; body: string; headers?: Record<string
  */
 export type RunOperation = (op: OpEntry, fields: Record<string, unknown>, caller: Caller | undefined) => Promise<Outcome>;
 
-/** The outcome of a failure: the contract's status and error body (a 5xx logged, its cause not leaked). */
-export function failureOutcome(err: unknown, log: Logger): Outcome {
-  const app = err instanceof AppError ? err : fromConnectError(err);
+/**
+ * The outcome of a failure, for every surface: an AppError as it is, a Connect error from a
+ * service mapped back to its code, anything else an internal error (a 5xx logged, its cause not
+ * leaked).
+ */
+export function failureOutcome(err: unknown, log: Logger): Pick<Outcome, "status" | "body"> {
+  const app = fromConnectError(err);
   if (app.status >= 500 && app.code !== "not_implemented") log.error({ err }, "operation failed");
   return { status: app.status, body: JSON.stringify(app.toBody()) };
 }

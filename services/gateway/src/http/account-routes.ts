@@ -12,6 +12,7 @@ import { AppError, fromConnectError, type Logger } from "@cms/platform";
 import type { TokenResolver } from "../app/access.js";
 import { renderHome, renderProblem, renderSignIn } from "../domain/account-pages.js";
 import { csrfToken, csrfValid } from "../domain/csrf.js";
+import { readBody } from "./read-body.js";
 import { appendCookie, cookieHeader, cookieNames, cookiesOf, presessionOf, signedIn, type CookieNames } from "./web-session.js";
 
 export const HOME_PATH = "/";
@@ -65,14 +66,8 @@ export function seeOther(res: ServerResponse, location: string): void {
 export async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
   const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/x-www-form-urlencoded") throw new AppError("invalid_request", "Forms are posted as application/x-www-form-urlencoded.");
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_FORM_BYTES) throw new AppError("payload_too_large", "This form is larger than a sign-in form can be.");
-    chunks.push(chunk as Buffer);
-  }
-  return new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
+  const body = await readBody(req, MAX_FORM_BYTES, "This form is larger than a sign-in form can be.");
+  return new URLSearchParams(body.toString("utf8"));
 }
 
 /** A local path to go back to after a form (`/...`, never another origin: `//host` or `/\host`). */
@@ -84,6 +79,11 @@ export function localPath(value: string | null | undefined): string {
 export function createAccountRoutes(deps: AccountDeps) {
   const names = (): CookieNames => cookieNames(deps.appUrl());
 
+  /** A page that only says what went wrong (a refused method or form, an invalid request). */
+  function problem(res: ServerResponse, status: number, title: string, message: string, headers?: Record<string, string>): void {
+    sendPage(res, status, renderProblem({ assetVersion: deps.assetVersion, title, message }), { headers });
+  }
+
   /** The sign-in form; `formAction` names where the sign-in may end up (an OAuth client's redirect URI). */
   function signInPage(req: IncomingMessage, res: ServerResponse, status: number, opts: { returnTo: string; username?: string; error?: string; clientName?: string; headers?: Record<string, string>; formAction?: string[] }): void {
     const csrf = csrfToken(deps.secret, { presession: presessionOf(req, res, names()) });
@@ -93,7 +93,7 @@ export function createAccountRoutes(deps: AccountDeps) {
 
   async function home(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== "GET" && req.method !== "HEAD") {
-      sendPage(res, 405, renderProblem({ assetVersion: deps.assetVersion, title: "Not here", message: "This page only shows; forms post elsewhere." }), { headers: { allow: "GET, HEAD" } });
+      problem(res, 405, "Not here", "This page only shows; forms post elsewhere.", { allow: "GET, HEAD" });
       return;
     }
     const session = await signedIn(req, names(), deps.tokens);
@@ -153,10 +153,10 @@ export function createAccountRoutes(deps: AccountDeps) {
     const session = await signedIn(req, names(), deps.tokens);
     if (session) {
       if (!csrfValid(deps.secret, { session: session.token }, form.get("csrf"))) {
-        sendPage(res, 403, renderProblem({ assetVersion: deps.assetVersion, title: "Please try again", message: "This form expired. Go back, reload the page and sign out again." }));
+        problem(res, 403, "Please try again", "This form expired. Go back, reload the page and sign out again.");
         return;
       }
-      await deps.auth().signOut({ sessionToken: session.token }).catch((err) => { throw fromConnectError(err); });
+      await deps.auth().signOut({ sessionToken: session.token });
     }
     appendCookie(res, cookieHeader(names(), names().session, "", 0));
     seeOther(res, returnTo);
@@ -170,13 +170,13 @@ export function createAccountRoutes(deps: AccountDeps) {
       if (res.headersSent) { res.destroy(); return; }
       const app = fromConnectError(err);
       if (app.status >= 500) deps.log.error({ err }, "account page failed");
-      sendPage(res, app.status, renderProblem({ assetVersion: deps.assetVersion, title: app.status >= 500 ? "Something went wrong" : "That did not work", message: app.status >= 500 ? "Please try again in a moment." : app.detail }));
+      problem(res, app.status, app.status >= 500 ? "Something went wrong" : "That did not work", app.status >= 500 ? "Please try again in a moment." : app.detail);
     }
   };
 
   const post = (fn: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => async (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== "POST") {
-      sendPage(res, 405, renderProblem({ assetVersion: deps.assetVersion, title: "Not here", message: "Use the form on the sign-in page." }), { headers: { allow: "POST" } });
+      problem(res, 405, "Not here", "Use the form on the sign-in page.", { allow: "POST" });
       return;
     }
     await fn(req, res);
@@ -194,6 +194,7 @@ export function createAccountRoutes(deps: AccountDeps) {
       [SIGN_OUT_PATH, guard(post(signOut))],
     ] as Array<[string, (req: IncomingMessage, res: ServerResponse) => Promise<void>]>,
     signInPage,
+    problem,
     names,
     guard,
   };

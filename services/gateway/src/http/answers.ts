@@ -7,9 +7,6 @@ import type { ServerResponse } from "node:http";
 import { fromConnectError, type Logger } from "@cms/platform";
 import { failureOutcome } from "../app/run-operation.js";
 
-/** An answer before it is written: HTTP status and JSON body (what an idempotency record keeps). */
-export interface JsonOutcome { status: number; body: string }
-
 /** Seconds a client should wait before retrying a 503 (a service restarting, a lost database connection). */
 export const UNAVAILABLE_RETRY_AFTER_S = 1;
 
@@ -20,17 +17,9 @@ export function sendJson(res: ServerResponse, status: number, body: string, head
   res.end(body);
 }
 
-/**
- * The contract's answer to a failure: an AppError as it is, a Connect error from a service
- * mapped back to its code, anything else an internal error (logged, its message not leaked).
- */
-export function errorOutcome(err: unknown, log: Logger): JsonOutcome {
-  return failureOutcome(err, log);
-}
-
 /** Answers a failure with the contract's error, or cuts the connection when bytes already went out. */
 export function sendError(res: ServerResponse, err: unknown, log: Logger): void {
-  const out = errorOutcome(err, log);
+  const out = failureOutcome(err, log);
   if (!res.headersSent) sendJson(res, out.status, out.body);
   else res.destroy();
 }

@@ -11,9 +11,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { AuthorizationRequestSchema, type AuthService, type OAuthError } from "@cms/contracts/auth/v1/auth_pb";
-import { fromConnectError } from "@cms/platform";
 import type { TokenResolver } from "../app/access.js";
-import { renderConsent, renderProblem } from "../domain/account-pages.js";
+import { renderConsent } from "../domain/account-pages.js";
 import { csrfToken, csrfValid } from "../domain/csrf.js";
 import { SIGN_OUT_PATH, readForm, seeOther, sendPage, type AccountRoutes } from "./account-routes.js";
 import { signedIn } from "./web-session.js";
@@ -70,8 +69,7 @@ export async function authorizationFlowOf(auth: () => Client<typeof AuthService>
 }
 
 export function createAuthorizePage(deps: AuthorizePageDeps) {
-  const problem = (res: ServerResponse, status: number, title: string, message: string) =>
-    sendPage(res, status, renderProblem({ assetVersion: deps.assetVersion, title, message }));
+  const { problem } = deps.account;
 
   return async function authorize(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== "GET" && req.method !== "POST") { problem(res, 405, "Not here", "Open this page from the application that sent you."); return; }
@@ -89,12 +87,7 @@ export function createAuthorizePage(deps: AuthorizePageDeps) {
     };
 
     const session = await signedIn(req, deps.account.names(), deps.tokens);
-    let check;
-    try {
-      check = await deps.auth().checkAuthorization({ request, sessionToken: session?.token ?? "" });
-    } catch (err) {
-      throw fromConnectError(err);
-    }
+    const check = await deps.auth().checkAuthorization({ request, sessionToken: session?.token ?? "" });
     if (check.error) { refuse(check.error, check.redirectable); return; }
     const targets = formTargets(request.redirectUri);
 
@@ -118,7 +111,7 @@ export function createAuthorizePage(deps: AuthorizePageDeps) {
     }
 
     if (decision === "allow" || check.consented) {
-      const issued = await deps.auth().issueAuthorizationCode({ request, sessionToken: session.token }).catch((err) => { throw fromConnectError(err); });
+      const issued = await deps.auth().issueAuthorizationCode({ request, sessionToken: session.token });
       if (issued.error) { refuse(issued.error, issued.redirectable); return; }
       back({ code: issued.code });
       return;

@@ -18,7 +18,8 @@ import { AppError, fromConnectError, safeFilename, verifyGrant, type Clients, ty
 import { MAX_PUT_BYTES } from "@cms/platform/upload-urls";
 import { escapeHtml } from "../domain/html.js";
 import { renderObject } from "../domain/render.js";
-import { errorOutcome, sendJson } from "./answers.js";
+import { failureOutcome } from "../app/run-operation.js";
+import { sendJson } from "./answers.js";
 
 /** Where media.drop_link links point. */
 export const DROP_PREFIX = "/drop/";
@@ -170,7 +171,7 @@ export function createDropHandler(deps: { store: ObjectStore; grantSecret: strin
       sendHtml(res, status, `${added.length} of ${files.length} file(s) added to collection ${collectionId}`, `<ul>${items}</ul><p><a href="">Drop more files</a></p>`, nonce);
     } catch (err) {
       req.resume();
-      const out = errorOutcome(err, deps.log);
+      const out = failureOutcome(err, deps.log);
       if (res.headersSent) { res.destroy(); return; }
       if (wantsJson(req) || req.method === "HEAD") { sendJson(res, out.status, out.body); return; }
       const detail = String((JSON.parse(out.body) as { detail?: string }).detail ?? "The link cannot be used.");

@@ -8,10 +8,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@connectrpc/connect";
 import type { AuthService } from "@cms/contracts/auth/v1/auth_pb";
-import { fromConnectError, type Logger } from "@cms/platform";
+import { AppError, fromConnectError, type Logger } from "@cms/platform";
 import type { RateLimiter } from "../store/rate-limit-store.js";
 import { SCOPE_WORDS } from "../domain/account-pages.js";
 import { sendJson } from "./answers.js";
+import { readBody } from "./read-body.js";
 
 export const TOKEN_PATH = "/functions/v1/thirdparty-oauth-token";
 export const REGISTER_PATH = "/functions/v1/thirdparty-oauth-register";
@@ -40,15 +41,13 @@ class BadRequest extends Error {
   }
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new BadRequest("invalid_request", "The request body is too large.", 413);
-    chunks.push(chunk as Buffer);
+/** The body as text; its refusals (too large, cut short) answered in OAuth's terms with their status. */
+async function readText(req: IncomingMessage): Promise<string> {
+  try {
+    return (await readBody(req, MAX_BODY_BYTES, "The request body is too large.")).toString("utf8");
+  } catch (err) {
+    throw err instanceof AppError ? new BadRequest("invalid_request", err.detail, err.status) : err;
   }
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** A parameter bag from a form or JSON body: single values, except `resource` which may repeat (RFC 8707). */
@@ -133,7 +132,7 @@ export function createOAuthEndpoints(deps: OAuthEndpointsDeps) {
   async function token(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== "POST") { oauthError(res, 405, "invalid_request", `Use POST ${TOKEN_PATH}.`, { allow: "POST" }); return; }
     if (await limited(req, res, "oauth-token")) return;
-    const p = parseParams(String(req.headers["content-type"] ?? ""), await readBody(req));
+    const p = parseParams(String(req.headers["content-type"] ?? ""), await readText(req));
     const basic = basicCredentials(req.headers.authorization);
     if (req.headers.authorization && !basic) throw new BadRequest("invalid_request", "The Authorization header of the token endpoint must be HTTP Basic client credentials.");
     if (basic && p.get("client_secret") !== undefined) throw new BadRequest("invalid_request", "Authenticate the client one way: HTTP Basic or client_secret in the body, not both.");
@@ -158,9 +157,11 @@ export function createOAuthEndpoints(deps: OAuthEndpointsDeps) {
     if (await limited(req, res, "oauth-register")) return;
     const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
     if (type !== "application/json") throw new BadRequest("invalid_client_metadata", "Send the client metadata as application/json (RFC 7591).");
+    // Read before the parse's catch, so that a refused body (413, cut short) keeps its own answer.
+    const text = await readText(req);
     let meta: Record<string, unknown>;
     try {
-      const json = JSON.parse(await readBody(req));
+      const json = JSON.parse(text);
       if (!json || typeof json !== "object" || Array.isArray(json)) throw new Error();
       meta = json;
     } catch {

@@ -9,10 +9,11 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { SpanStatusCode, trace } from "@opentelemetry/api";
 import { AppError, authorizeOperation, recordOp, secondsSince, type Logger } from "@cms/platform";
 import type { OpEntry, OpRegistry } from "../app/registry.js";
-import type { RunOperation } from "../app/run-operation.js";
+import { failureOutcome, outcomeCode, type Outcome, type RunOperation } from "../app/run-operation.js";
 import { parseRequestBody } from "../domain/request-body.js";
 import type { Admit } from "./admission.js";
-import { errorOutcome, sendJson, type JsonOutcome } from "./answers.js";
+import { sendJson } from "./answers.js";
+import { readBody } from "./read-body.js";
 import { objectRefOf, type ObjectRef, type ObjectStreamer } from "./object-stream.js";
 
 /** The op endpoint's path. */
@@ -31,50 +32,19 @@ export interface OpEndpointDeps {
 }
 
 /** An outcome as the endpoint answers it: JSON, or the stored object of a streams_object op. */
-type Answer = JsonOutcome & { headers?: Record<string, string>; object?: ObjectRef };
-
-/** The request body, refused (413) beyond `limit` bytes or when it ends early. */
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers["content-length"]);
-  if (declared > limit) throw new AppError("payload_too_large", `The request body exceeds ${limit} bytes.`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of req) {
-      size += (chunk as Buffer).length;
-      if (size > limit) throw new AppError("payload_too_large", `The request body exceeds ${limit} bytes.`);
-      chunks.push(chunk as Buffer);
-    }
-  } catch (err) {
-    if (err instanceof AppError) throw err;
-    // The client stopped sending before the end (a body shorter than its Content-Length).
-    throw new AppError("invalid_request", `The request body ended after ${size} bytes, before its end (Content-Length ${req.headers["content-length"] ?? "not given"}).`);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-}
+type Answer = Omit<Outcome, "object"> & { object?: ObjectRef };
 
 /** What the span and the metrics of one op request say about it, filled in as it is learnt. */
 interface OpFacts { op?: string; userId?: string }
-
-/** The contract's error code of an answer ("ok" for a success). */
-function codeOf(outcome: JsonOutcome): string {
-  if (outcome.status < 400) return "ok";
-  try {
-    const code = (JSON.parse(outcome.body) as { error?: unknown }).error;
-    return typeof code === "string" ? code : "error";
-  } catch {
-    return "error";
-  }
-}
 
 /**
  * Names the request's SERVER span `op <name>` with the op, user, status and error code, and
  * counts the op (RED: requests by outcome code, duration). Requests whose op is unknown or
  * missing count under "unknown", so the label keeps a bounded set of values.
  */
-function observeOp(facts: OpFacts, outcome: JsonOutcome, started: number): void {
+function observeOp(facts: OpFacts, outcome: Pick<Outcome, "status" | "body">, started: number): void {
   const op = facts.op ?? "unknown";
-  const code = codeOf(outcome);
+  const code = outcomeCode(outcome);
   const span = trace.getActiveSpan();
   if (span) {
     span.updateName(`op ${op}`);
@@ -137,7 +107,7 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
         return;
       }
     } catch (err) {
-      outcome = errorOutcome(err, log);
+      outcome = failureOutcome(err, log);
       if (outcome.status === 413) res.setHeader("connection", "close");
       if (res.headersSent) { observeOp(facts, outcome, started); res.destroy(); return; }
     }

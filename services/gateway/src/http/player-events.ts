@@ -16,7 +16,8 @@ import { UiStateSchema } from "@cms/contracts/social/v1/resources_pb";
 import { renderObject } from "../domain/render.js";
 import { AppError, actAsKey, authorizeOperation, fromConnectError, type Caller, type Logger } from "@cms/platform";
 import type { ChannelMessage, PlayerChannel } from "../app/player-channel.js";
-import { errorOutcome, sendJson } from "./answers.js";
+import { failureOutcome } from "../app/run-operation.js";
+import { sendJson } from "./answers.js";
 
 export const PLAYER_EVENTS_PATH = "/player/events";
 /** Unsent bytes a session may hold before it is disconnected. */
@@ -93,7 +94,7 @@ export function createPlayerEventsHandler(deps: PlayerEventsDeps) {
       session.send({ event: "ui_state", id: String(state.version), data: state });
     } catch (err) {
       if (res.headersSent) { res.destroy(); return; }
-      const out = errorOutcome(err, deps.log);
+      const out = failureOutcome(err, deps.log);
       sendJson(res, out.status, out.body);
     }
   };

@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { parse, serialize } from "cookie";
 import type { Caller } from "@cms/platform";
 import type { TokenResolver } from "../app/access.js";
+import { acceptsAudience, bearerOf } from "./admission.js";
 
 /** Web session tokens start so (the auth service issues them). */
 const SESSION_PREFIX = "cms_ws_";
@@ -44,6 +45,21 @@ export async function signedIn(req: IncomingMessage, names: CookieNames, tokens:
   if (!token) return undefined;
   const caller = await tokens.resolve(token);
   return caller ? { caller, token } : undefined;
+}
+
+/**
+ * The user a page request acts as (the player page and its channel): a bearer token, or else the
+ * web session's cookie. A token bound to another resource (the MCP endpoint) opens no page.
+ */
+export function createViewerOf(tokens: TokenResolver, appUrl: () => string): (req: IncomingMessage) => Promise<Caller | undefined> {
+  return async function viewerOf(req) {
+    const token = bearerOf(req.headers.authorization);
+    if (token) {
+      const caller = await tokens.resolve(token);
+      return caller && acceptsAudience(caller, undefined) ? caller : undefined;
+    }
+    return (await signedIn(req, cookieNames(appUrl()), tokens))?.caller;
+  };
 }
 
 /**

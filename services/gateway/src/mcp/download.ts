@@ -16,6 +16,7 @@ import { AppError, readObject, type Caller, type ErrorCode, type ObjectStore } f
 import type { OpRegistry } from "../app/registry.js";
 import type { RunOperation } from "../app/run-operation.js";
 import { renderJson } from "../domain/render.js";
+import { MEDIA_PROXY_PREFIX } from "../http/download-routes.js";
 
 /** The contract's bound for binary bytes inline (base64) over MCP: 16 KB. */
 export const INLINE_BINARY_MAX = 16 * 1024;
@@ -65,7 +66,6 @@ export function createDownloadRenderer(deps: DownloadDeps) {
       mediaId: BigInt(mediaId), filename, contentType, contentLength: BigInt(size), sha256: object.sha256, encoding,
     };
     const blocks: ContentBlock[] = [];
-    const proxyUri = `${deps.baseUrl()}/storage/v1/media/${mediaId}/main`;
     if (encoding === "text") {
       answer.text = bytes!.toString("utf8");
     } else if (encoding === "base64") {
@@ -73,7 +73,7 @@ export function createDownloadRenderer(deps: DownloadDeps) {
       answer.contentBase64 = data;
       const kind = contentType.split("/")[0];
       if (kind === "image" || kind === "audio") blocks.push({ type: kind, data, mimeType: contentType });
-      else blocks.push({ type: "resource", resource: { uri: proxyUri, mimeType: contentType, blob: data } });
+      else blocks.push({ type: "resource", resource: { uri: `${deps.baseUrl()}${MEDIA_PROXY_PREFIX}${mediaId}/main`, mimeType: contentType, blob: data } });
     } else {
       const op = deps.registry.get("media.download_url")!;
       const link = await deps.run(op, { media_id: mediaId }, caller);

@@ -16,16 +16,15 @@
  * send progress notifications before its result; a GET (the stream of server-initiated
  * messages) is 405, as this server sends none.
  */
-import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { AppError, type Caller, type Logger } from "@cms/platform";
-import { findDuplicateKey } from "../domain/request-body.js";
+import { bodyText, findDuplicateKey } from "../domain/request-body.js";
 import type { Admit } from "../http/admission.js";
 import { sendError, sendJson } from "../http/answers.js";
-import { readBody } from "../http/op-endpoint.js";
+import { readBody } from "../http/read-body.js";
 import type { McpSessionStore } from "../store/mcp-session-store.js";
 import { resourceMetadataUrlOf, resourceOf, wwwAuthenticate } from "./resource.js";
 
@@ -48,8 +47,8 @@ function sendRpcError(res: ServerResponse, status: number, code: number, message
 
 /** The messages of a POST body, or undefined after answering why it is not JSON-RPC input. */
 function parseMessages(raw: Buffer, res: ServerResponse): unknown | undefined {
-  if (!isUtf8(raw)) { sendRpcError(res, 400, -32700, "Parse error: the body is not valid UTF-8."); return undefined; }
-  const text = raw.toString("utf8");
+  let text: string;
+  try { text = bodyText(raw); } catch { sendRpcError(res, 400, -32700, "Parse error: the body is not valid UTF-8."); return undefined; }
   let parsed: unknown;
   try { parsed = JSON.parse(text); } catch { sendRpcError(res, 400, -32700, "Parse error: the body is not valid JSON."); return undefined; }
   const duplicate = findDuplicateKey(text);

@@ -5,6 +5,7 @@
  * audiences it accepts is admission's rule (http/admission.ts, this resource as the route's).
  */
 import type { OpRegistry } from "../app/registry.js";
+import { OP_PATH } from "../http/op-endpoint.js";
 
 /** The MCP endpoint's path on the gateway. */
 export const MCP_PATH = "/mcp";
@@ -34,7 +35,7 @@ export function protectedResourceMetadata(origins: { baseUrl: string; mcpUrl: st
     scopes_supported: scopes,
     bearer_methods_supported: ["header"],
     resource_name: "Collections & Media MCP server",
-    resource_documentation: `${origins.baseUrl}/functions/v1/thirdparty-v1`,
+    resource_documentation: `${origins.baseUrl}${OP_PATH}`,
   };
 }
 

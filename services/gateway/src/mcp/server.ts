@@ -15,7 +15,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { authorizeOperation, recordOp, secondsSince, type Caller, type Logger } from "@cms/platform";
 import type { OpEntry } from "../app/registry.js";
-import { failureOutcome, type Outcome, type RunOperation } from "../app/run-operation.js";
+import { failureOutcome, outcomeCode, type Outcome, type RunOperation } from "../app/run-operation.js";
 import { SCHEMA_VERSION } from "../app/registry.js";
 import { checkRequestValues } from "../domain/request-body.js";
 import type { RenderedDownload } from "./download.js";
@@ -42,12 +42,6 @@ function resultOf(status: number, body: string, blocks: CallToolResult["content"
   return status >= 400
     ? { content: [{ type: "text", text: body }], structuredContent: structured, isError: true }
     : { content: [{ type: "text", text: body }, ...blocks], structuredContent: structured };
-}
-
-/** The code an outcome counts under in the op metrics ("ok" or the contract's error code). */
-function codeOf(status: number, body: string): string {
-  if (status < 400) return "ok";
-  try { return String((JSON.parse(body) as { error?: unknown }).error ?? "error"); } catch { return "error"; }
 }
 
 /**
@@ -89,11 +83,11 @@ export function createMcpServerFactory(deps: McpServerDeps) {
       } else {
         result = resultOf(outcome.status, outcome.body);
       }
-      code = codeOf(outcome.status, outcome.body);
+      code = outcomeCode(outcome);
     } catch (err) {
       const failure = failureOutcome(err, log);
       result = resultOf(failure.status, failure.body);
-      code = codeOf(failure.status, failure.body);
+      code = outcomeCode(failure);
     }
     recordOp(op.name, code, secondsSince(started));
     return result;

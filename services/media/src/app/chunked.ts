@@ -12,10 +12,10 @@
  * Chunk objects that are replaced, finished, aborted or expired are removed through the outbox
  * (media.objects.orphaned), after the rows that named them are gone.
  */
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import {
-  AppError, ObjectLengthMismatchError, STORE_PREFIX, emitObjectsOrphaned, freshStoreKey, normalizeTags, readObject, type Caller,
+  AppError, ObjectChecksumMismatchError, ObjectLengthMismatchError, STORE_PREFIX, emitObjectsOrphaned, freshStoreKey, normalizeTags, readObject, type Caller,
 } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, itemName } from "../domain/rules.js";
@@ -27,11 +27,6 @@ import type { MediaAccess } from "./access.js";
 import { sniffBytes, type Ingest } from "./ingest.js";
 import type { MediaDeps } from "./ports.js";
 import { appendRow, type PreparedItem, type StoredFiles } from "./stored-files.js";
-
-class ChecksumMismatchError extends Error {
-  override name = "ChecksumMismatchError";
-  constructor(readonly actual: string) { super(`assembled bytes have sha256 ${actual}`); }
-}
 
 class ChunkMissingError extends Error {
   override name = "ChunkMissingError";
@@ -186,27 +181,28 @@ export function createChunkedUploads(
       tooLarge: `A chunk carries at most ${MAX_CHUNK_BYTES} decoded bytes.`,
     });
     if (bytes.length <= INLINE_CHUNK_BYTES) return commitChunk(caller, input, bytes.length, { data: bytes });
-    // Reserve the object's key first (refusing early what cannot fit), so that an object written
-    // by a process that dies before the end still has a row that leads to its removal. The write
-    // itself holds no lock: chunks of one session can be sent in parallel.
+    // The object's key is reserved (refusing early what cannot fit) while the bytes are written,
+    // and the object becomes visible only once the reservation committed: an object a process
+    // leaves when it dies before the end is always named by a row that leads to its removal. The
+    // write holds no lock: chunks of one session can be sent in parallel.
     const key = chunkKey(input.uploadId, input.index);
-    await unitOfWork(async ({ transfers }) => {
+    const reserving = unitOfWork(async ({ transfers }) => {
       const s = usableSession(await transfers.session(input.uploadId, "share"), caller, input.uploadId);
       if (s.state !== "open") throw finishedError(s);
       checkChunkFits({ index: input.index, size: bytes.length, otherBytes: (await transfers.storedExcept(s.id, input.index)).bytes, contentLength: Number(s.content_length) });
       await transfers.reserveChunk(s.id, input.index, bytes.length, key);
     });
-    let committed = false;
+    reserving.catch(() => {}); // observed below, once the write settled
     try {
-      await objects.put(key, bytes, { contentType: "application/octet-stream", contentLength: bytes.length });
-      const out = await commitChunk(caller, input, bytes.length, { reservedKey: key });
-      committed = true;
-      return out;
-    } finally {
-      if (!committed) {
-        await ingest.removeObjects([key]);
-        await unitOfWork(({ transfers }) => transfers.dropReservation(key)).catch(() => {});
-      }
+      await objects.put(key, bytes, { contentType: "application/octet-stream", contentLength: bytes.length, visibleAfter: reserving });
+      return await commitChunk(caller, input, bytes.length, { reservedKey: key });
+    } catch (err) {
+      // A refused reservation is the answer (it says more than the write it stopped) and left
+      // nothing to undo; otherwise the object and its reservation go.
+      await reserving;
+      await ingest.removeObjects([key]);
+      await unitOfWork(({ transfers }) => transfers.dropReservation(key)).catch(() => {});
+      throw err;
     }
   }
 
@@ -238,11 +234,10 @@ export function createChunkedUploads(
   }
 
   /**
-   * The chunks in index order, hashed on the way. Reads run ahead of the consumer (several
+   * The chunks in index order. Reads run ahead of the consumer (several
    * segments in flight, a few MiB at most), so many small objects on S3 are not one round trip each.
    */
-  async function* assembled(chunks: StoredChunk[], expectedSha: string | undefined) {
-    const hash = expectedSha === undefined ? undefined : createHash("sha256");
+  async function* assembled(chunks: StoredChunk[]) {
     const segs = segments(chunks);
     const bytesOf = (seg: StoredChunk[]) => seg.reduce((n, c) => n + c.size, 0);
     const pending: Array<Promise<Buffer[]>> = [];
@@ -261,14 +256,8 @@ export function createChunkedUploads(
       for (const [j, data] of datas.entries()) {
         const c = segs[i]![j]!;
         if (data.length !== c.size) throw new ObjectLengthMismatchError(`chunk ${c.index} holds ${data.length} bytes, ${c.size} were stored`);
-        hash?.update(data);
         yield data;
       }
-    }
-    // Failing here, before the end, makes the store discard what it wrote: nothing is stored.
-    if (hash) {
-      const actual = hash.digest("hex");
-      if (actual !== expectedSha) throw new ChecksumMismatchError(actual);
     }
   }
 
@@ -284,10 +273,12 @@ export function createChunkedUploads(
     const mime = await sniffBytes(await leadingBytes(chunks, 4100), s.content_type ?? mimeOfFilename(s.filename ?? undefined));
     const key = freshStoreKey(caller.userId, Number(s.collection_id), s.filename ?? undefined, "upload");
     try {
-      const stored = await objects.put(key, Readable.from(assembled(chunks, expectedSha)), { contentType: mime, contentLength: Number(s.content_length) });
+      // The store hashes the bytes on the way and, when they are not the expected ones, refuses
+      // them before the object is visible: nothing is stored.
+      const stored = await objects.put(key, Readable.from(assembled(chunks)), { contentType: mime, contentLength: Number(s.content_length), sha256: expectedSha });
       return { key, sha256: stored.sha256 };
     } catch (err) {
-      if (err instanceof ChecksumMismatchError) throw finishFailure(`The assembled file has sha256 ${err.actual}, not the one expected.`, "sha256", { actual_sha256: err.actual });
+      if (err instanceof ObjectChecksumMismatchError) throw finishFailure(`The assembled file has sha256 ${err.actual}, not the one expected.`, "sha256", { actual_sha256: err.actual });
       if (err instanceof ObjectLengthMismatchError) throw finishFailure(`The assembled file does not have the declared length: ${err.message}.`, "content_length");
       if (err instanceof ChunkMissingError) {
         // Lost from the store: the index must be sent again (the row goes, unless replaced meanwhile).

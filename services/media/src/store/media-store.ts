@@ -4,7 +4,7 @@
  * and job leases. createMediaStore works on the pool and on a unit of work's transaction alike;
  * the locking methods only mean something inside a transaction.
  */
-import { isStoreKey, type Queryable } from "@cms/platform";
+import { isStoreKey, pageWithTotal, type Queryable } from "@cms/platform";
 import { foldAccents } from "../domain/rules.js";
 import { LINK_VIEWER, type MediaRow } from "../domain/media-row.js";
 
@@ -55,7 +55,7 @@ export interface MediaStore {
   activeByIds(ids: number[]): Promise<MediaRow[]>;
   /** Rows among ids in position order. */
   byIdsInPositionOrder(ids: number[]): Promise<MediaRow[]>;
-  /** A media.list page and the total it is a page of (page and count run side by side on the pool). */
+  /** A media.list page and the total it is a page of (one statement: see pageWithTotal). */
   listPage(q: ListQuery): Promise<{ rows: MediaRow[]; total: number }>;
   listCounts(q: ListQuery): Promise<ListCounts>;
   /** Active, unarchived rows of the collections, in the given collection order, then position. */
@@ -205,15 +205,8 @@ export function createMediaStore(q: Queryable): MediaStore {
       return media().whereIn("id", ids).orderBy("position").select(MEDIA_COLUMNS);
     },
     async listPage(l) {
-      const filtered = listed(l, true);
-      // One statement: the page comes straight from the (collection_id, position, id) index and
-      // the total from a count subquery that runs once (a window count would read every row of a
-      // large collection for each page). A page past the end has no row to carry the total.
-      const rows: Array<MediaRow & { total?: number }> = await filtered.clone().select(MEDIA_COLUMNS).select(filtered.clone().count("*").as("total"))
-        .orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset);
-      const total = rows.length ? Number(rows[0]!.total) : await count(filtered.clone());
-      for (const r of rows) delete r.total;
-      return { rows, total };
+      // The page comes straight from the (collection_id, position, id) index.
+      return pageWithTotal<MediaRow>(listed(l, true), (page) => page.select(MEDIA_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset));
     },
     async listCounts(l) {
       const [{ all, archived }] = await active(l.collectionId).select(q.raw("count(*) AS all"), q.raw("count(*) FILTER (WHERE is_archived) AS archived"));

@@ -187,4 +187,12 @@ export const mediaMigrations: MigrationList = [
       await knex.raw("DROP INDEX IF EXISTS media_tags");
     },
   }],
+  // media.list's total (count of the page's filter) reads is_archived from the index, not from
+  // every row of the collection: an index-only scan once the rows are all-visible.
+  ["20270120000000_media_order_index_archived", {
+    async up(knex) {
+      await knex.raw("CREATE INDEX media_collection_order_v2 ON media (collection_id, position, id) INCLUDE (is_archived) WHERE NOT is_deleted");
+      await knex.raw("DROP INDEX IF EXISTS media_collection_order");
+    },
+  }],
 ];
