@@ -2,6 +2,7 @@
  * PostgreSQL access: one knex instance per service, confined to that service's schema through
  * the search path, with the service's own migrations run at start.
  */
+import { createRequire } from "node:module";
 import knexFactory, { type Knex } from "knex";
 import pg from "pg";
 
@@ -67,10 +68,11 @@ export interface Migration {
  * One page of a filtered query and the total it is a page of, in one statement: `page` adds the
  * columns, order, limit and offset, and the total comes from a count subquery of the same filter
  * that runs once (a window count would read every matching row for each page). A page past the
- * end has no row to carry the total, so it is then counted on its own.
+ * end has no row to carry the total, so it is then counted on its own. The page is a prepared
+ * statement: its text takes one form per combination of the list's filters.
  */
 export async function pageWithTotal<T extends object>(filtered: Knex.QueryBuilder, page: (qb: Knex.QueryBuilder) => Knex.QueryBuilder): Promise<{ rows: T[]; total: number }> {
-  const rows = (await page(filtered.clone()).select(filtered.clone().count("*").as("total"))) as Array<T & { total?: unknown }>;
+  const rows = (await prepared(page(filtered.clone()).select(filtered.clone().count("*").as("total")))) as Array<T & { total?: unknown }>;
   const total = rows.length ? Number(rows[0]!.total) : Number((await filtered.clone().count<Array<{ total: number }>>("* as total"))[0]!.total);
   for (const r of rows) delete r.total;
   return { rows, total };
@@ -97,10 +99,57 @@ export function sessionOptions(databaseUrl: string, settings: SessionSettings): 
   return all || undefined;
 }
 
+/** The option `prepared()` sets on a statement; the client turns it into the statement's name. */
+const PREPARED = Object.freeze({ cmsPrepared: true });
+
+/**
+ * Marks a statement to run as a named prepared statement: each pooled connection parses it once,
+ * and once PostgreSQL settles on a generic plan (after five executions, when that plan costs no
+ * more than the custom ones) it is not planned again either. Planning was a third of the
+ * database's CPU of a list page (bench/notes/overhead.md). For the hot reads whose SQL text
+ * takes a few forms only (a row by id, a list page): every distinct text stays prepared on each
+ * connection for the connection's life. Not for statements whose text grows with the input (IN
+ * lists, batch inserts) or whose best plan depends on the values (the trigram searches).
+ * Behind PgBouncer in transaction mode this needs PgBouncer 1.21+ with max_prepared_statements.
+ */
+export function prepared<Q extends { options(options: Readonly<Record<string, unknown>>): Q }>(statement: Q): Q {
+  return statement.options(PREPARED);
+}
+
+/** The name of a prepared statement by its SQL text: one name per distinct text in the process. */
+const statementNames = new Map<string, string>();
+export function preparedStatementName(sql: string): string {
+  let name = statementNames.get(sql);
+  if (name === undefined) {
+    name = `cms_${statementNames.size}`;
+    statementNames.set(sql, name);
+  }
+  return name;
+}
+
+interface KnexQueryObject { sql: string; options?: Record<string, unknown> }
+/** knex's PostgreSQL dialect (the class `client: "pg"` names); it ships no types of its own. */
+const KnexPgClient = createRequire(import.meta.url)("knex/lib/dialects/postgres/index.js") as new (config: Knex.Config) => {
+  _query(connection: unknown, query: KnexQueryObject): Promise<unknown>;
+};
+
+/**
+ * knex's PostgreSQL client, naming the statements `prepared()` marked after their SQL text (pg
+ * prepares a named statement on a connection the first time, then only binds and executes it).
+ * A subclass rather than a patched instance: knex builds each transaction's client from the
+ * class's prototype.
+ */
+class PreparingPgClient extends KnexPgClient {
+  override _query(connection: unknown, query: KnexQueryObject): Promise<unknown> {
+    if (query.options?.cmsPrepared) query.options = { name: preparedStatementName(query.sql) };
+    return super._query(connection, query);
+  }
+}
+
 export function createDb(databaseUrl: string, schema: string, poolMax: number, settings: SessionSettings = {}): Knex {
   const options = Object.keys(settings).length ? sessionOptions(databaseUrl, settings) : undefined;
   return knexFactory({
-    client: "pg",
+    client: PreparingPgClient as unknown as typeof Knex.Client,
     // Named after the service's schema, so that pg_stat_activity tells the pools apart.
     connection: { connectionString: databaseUrl, application_name: `cms-${schema}`, ...(options ? { options } : {}) },
     searchPath: [schema, "public"],

@@ -2,7 +2,7 @@
  * The knex adapter of the collections schema's stores (../app/ports.ts). It works on whatever it
  * is given: the pool, or the transaction of a unit of work.
  */
-import { pageWithTotal, type Queryable } from "@cms/platform";
+import { pageWithTotal, prepared, type Queryable } from "@cms/platform";
 import type { CollectionRow } from "../domain/collection-json.js";
 import type {
   CollectionPatch, CollectionsStore, CollectionsStores, CoverRow, ListFilter, NewCollection, RowPage, Scope, Searcher, SortBy,
@@ -117,17 +117,17 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
 
   return {
     async byId(id, opts = {}) {
-      const b = q("collections").where({ id }).first(COLLECTION_COLUMNS);
+      const b = prepared(q("collections").where({ id }).first(COLLECTION_COLUMNS));
       if (opts.lock) b.forUpdate();
       return b as Promise<CollectionRow | undefined>;
     },
     async accessOf(id, userId) {
-      const { rows: [r] } = await q.raw(
+      const { rows: [r] } = await prepared(q.raw(
         `SELECT c.user_id, c.is_archived, c.is_deleted, c.is_published, c.share_access_level, m.can_upload, m.can_edit, m.can_delete
          FROM collections c LEFT JOIN collaborators m ON m.collection_id = c.id AND m.user_id = CAST(NULLIF(?, '') AS uuid) AND m.status = 'accepted'
          WHERE c.id = ?`,
         [userId, id],
-      );
+      ));
       if (!r) return undefined;
       const { can_upload, can_edit, can_delete, ...row } = r;
       return can_upload === null ? row : { ...row, membership: { can_upload, can_edit, can_delete } };

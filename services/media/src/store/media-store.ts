@@ -4,7 +4,7 @@
  * and job leases. createMediaStore works on the pool and on a unit of work's transaction alike;
  * the locking methods only mean something inside a transaction.
  */
-import { isStoreKey, pageWithTotal, type Queryable } from "@cms/platform";
+import { isStoreKey, pageWithTotal, prepared, type Queryable } from "@cms/platform";
 import { foldAccents } from "../domain/rules.js";
 import { LINK_VIEWER, type MediaRow } from "../domain/media-row.js";
 
@@ -194,7 +194,7 @@ export function createMediaStore(q: Queryable): MediaStore {
 
   return {
     async byId(id, opts = {}) {
-      const qb = media().where({ id }).first(MEDIA_COLUMNS);
+      const qb = prepared(media().where({ id }).first(MEDIA_COLUMNS));
       if (opts.forUpdate) qb.forUpdate();
       return qb;
     },
