@@ -186,3 +186,15 @@ test("a Timestamp is written as Date#toISOString writes its millisecond, at ever
   }), { numRuns: 2000, seed: 1124 });
   t.pass();
 });
+
+test("strings, booleans and integers written inline read back as the same values (any text, negative numbers)", (t) => {
+  fc.assert(fc.property(
+    fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }), fc.bigInt({ min: -(2n ** 53n) + 1n, max: 2n ** 53n - 1n }), fc.boolean(), fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+    (name, tag, id, isOwn, total) => {
+      const text = renderJson(List, make(List, { items: [make(Item, { id, name, tags: [tag, name], isOwn })], total }));
+      const out = JSON.parse(text) as { items: Array<Record<string, unknown>>; total: number };
+      t.deepEqual([out.items[0]!.id, out.items[0]!.name, out.items[0]!.tags, out.items[0]!.isOwn, out.total], [Number(id), name, [tag, name], isOwn, total]);
+    },
+  ), { numRuns: 500 });
+  t.pass();
+});
