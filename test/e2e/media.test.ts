@@ -477,3 +477,41 @@ test("media.list counts its total from the collection's order index (is_archived
   t.is(order.columns[0], "collection_id");
   t.true(order.columns.includes("is_archived"), `is_archived is in the index: ${order.columns}`);
 });
+
+test("media.list's page, prepared, reads the order index in its generic plan too (its constant conditions imply the partial index's predicate)", async (t) => {
+  const owner = await sys.user();
+  const { collection } = await sys.must(owner.token, { op: "collections.create", name: "Generic plan" });
+  const db = sys.system.dbOf("media")!;
+  await db.raw(
+    `INSERT INTO media (collection_id, owner_user_id, created_by, name, tags, main_url, viewer, position)
+     SELECT ?, ?, ?, 'Note ' || i, ARRAY['n'], 'inline://text-note', 'text', i FROM generate_series(0, 199) i`,
+    [collection.id, owner.userId, owner.userId],
+  );
+  // The statement as the store sends it: the prepared one that carries this collection's id.
+  const sent: Array<{ sql: string; bindings: unknown[] }> = [];
+  const listen = (q: { sql: string; bindings: unknown[]; options?: { cmsPrepared?: boolean } }) => {
+    if (q.options?.cmsPrepared && q.sql.includes("count(*)") && q.bindings.includes(collection.id)) sent.push(q);
+  };
+  db.on("query", listen);
+  try {
+    t.is((await sys.must(owner.token, { op: "media.list", collection_id: collection.id, limit: 10, offset: 20 })).pagination.total, 200);
+  } finally {
+    db.off("query", listen);
+  }
+  t.is(sent.length, 1);
+  const { sql, bindings } = sent[0]!;
+  const plan = await db.transaction(async (trx) => {
+    await trx.raw(`PREPARE generic_media_page AS ${sql}`);
+    // Only scans of an index are left to the planner; a statement whose text does not imply
+    // the index's predicate (`is_deleted = $n`) cannot use it, and its plan is a disabled scan.
+    await trx.raw("SET LOCAL plan_cache_mode = force_generic_plan");
+    await trx.raw("SET LOCAL enable_seqscan = off");
+    await trx.raw("SET LOCAL enable_bitmapscan = off");
+    const values = bindings.map((v) => (typeof v === "number" ? String(v) : `'${String(v).replace(/'/g, "''")}'`)).join(", ");
+    const { rows } = await trx.raw(`EXPLAIN (COSTS OFF) EXECUTE generic_media_page(${values})`);
+    await trx.raw("DEALLOCATE generic_media_page");
+    return rows.map((r: Record<string, string>) => r["QUERY PLAN"]).join("\n");
+  });
+  t.regex(plan, /Index (Only )?Scan using media_collection_order_v2/, plan);
+  t.notRegex(plan, /Seq Scan/, plan);
+});

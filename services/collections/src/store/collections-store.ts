@@ -178,13 +178,15 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       return b as Promise<CollectionRow[]>;
     },
     async list(f: ListFilter): Promise<RowPage<CollectionRow>> {
-      const b = q("collections").where({ is_deleted: false });
+      // Constant conditions as SQL literals, so that the generic plan of the prepared page can use
+      // partial indexes (see the media store's list).
+      const b = q("collections").whereRaw("NOT is_deleted");
       if (f.parentId !== undefined) b.where({ parent_id: f.parentId });
       else {
         b.where({ user_id: f.userId });
         if (!f.includeSubcollections) b.whereNull("parent_id");
       }
-      if (!f.includeArchived) b.where({ is_archived: false });
+      if (!f.includeArchived) b.whereRaw("NOT is_archived");
       if (f.nameContains) b.whereRaw("name ILIKE ?", [`%${escapeLike(f.nameContains)}%`]);
       if (f.tag) b.whereRaw("? = ANY(tags)", [f.tag.toLowerCase()]);
       if (f.isNsfw !== undefined) b.where({ is_nsfw: f.isNsfw });

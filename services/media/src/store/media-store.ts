@@ -176,11 +176,15 @@ export function mediaSearchPlanSql(q: Queryable, query: string, ownerUserId: str
 /** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
 export function createMediaStore(q: Queryable): MediaStore {
   const media = () => q("media");
-  const active = (collectionId: number) => media().where({ collection_id: collectionId, is_deleted: false });
+  // The constant conditions are SQL literals, not bound values: the list page is a prepared
+  // statement, and its generic plan can use a partial index (WHERE NOT is_deleted) only when
+  // the statement's own text implies the index's predicate. With `is_deleted = $n` that plan
+  // was a Seq Scan and a sort (39 ms for a page of a 20,000-item collection, 5 ms by the index).
+  const active = (collectionId: number) => media().where({ collection_id: collectionId }).whereRaw("NOT is_deleted");
 
   function listed(l: ListQuery, filters: boolean) {
     const qb = active(l.collectionId);
-    if (!l.includeArchived) qb.where({ is_archived: false });
+    if (!l.includeArchived) qb.whereRaw("NOT is_archived");
     if (!filters) return qb;
     if (l.tag) qb.whereRaw("? = ANY(tags)", [l.tag.toLowerCase()]);
     if (l.viewer) qb.where({ viewer: l.viewer });
