@@ -154,13 +154,13 @@ function valueExpression(field: DescField, writer: number): string {
  * made with JSON.stringify (keys, property names) and indexes into `w`, the field writers.
  */
 function compile(desc: DescMessage): Compiled {
-  let c = compiled.get(desc.typeName);
-  if (c) return c;
+  const known = compiled.get(desc.typeName);
+  if (known) return known;
   const byName: Compiled["byName"] = new Map();
-  let members: Compiled["members"] = () => "";
-  // Registered before the fields are compiled, so that a recursive message type terminates.
-  c = { members: (m) => members(m), byName };
-  compiled.set(desc.typeName, c);
+  // Registered before the fields are compiled, so that a recursive message type terminates (the
+  // writers compile the types they hold when they first run, by then `members` is in place).
+  const self: Compiled = { members: () => "", byName };
+  compiled.set(desc.typeName, self);
   const masks = new Map<string, (m: Record<string, unknown>) => unknown>();
   for (const field of desc.fields) {
     const o = renderOptions(field);
@@ -199,8 +199,8 @@ function compile(desc: DescMessage): Compiled {
     source.push(`if (v !== undefined) s += ${member} + ${valueExpression(field, w.length - 1)};${o.nullable ? ` else s += ${JSON.stringify(`,${key}null`)};` : ""}`);
   }
   source.push("return s;");
-  members = new Function("w", "iso", `return function members(m) { ${source.join("\n")} };`)(w, isoOfTimestamp) as Compiled["members"];
-  return c;
+  self.members = new Function("w", "iso", `return function members(m) { ${source.join("\n")} };`)(w, isoOfTimestamp) as Compiled["members"];
+  return self;
 }
 
 /** Only the fields named by paths, in that order (a selecting FieldMask); a selected field is always present, null when absent. */
