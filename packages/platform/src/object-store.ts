@@ -263,7 +263,17 @@ export function createFsObjectStore(root: string): ObjectStore {
           size = body.length;
         } else {
           const m = meter(opts);
-          await pipeline(body, m, createWriteStream(tmp, { highWaterMark: FS_IO_BYTES }));
+          const file = createWriteStream(tmp, { highWaterMark: FS_IO_BYTES });
+          try {
+            await pipeline(body, m, file);
+          } catch (err) {
+            // pipeline rejects as soon as a stream fails, while the file may still be opening
+            // (seen with the body failing first, or the meter refusing it): removed before the
+            // open creates it, the temporary would be left behind. A destroyed file stream
+            // closes once its open is done.
+            if (!file.closed) await new Promise<void>((resolve) => file.once("close", () => resolve()));
+            throw err;
+          }
           const fh = await open(tmp, "r");
           await fh.sync();
           await fh.close();
