@@ -119,15 +119,20 @@ function elementWriter(field: DescField): ValueWriter {
   }
 }
 
-/** Reads the field's value from a message: undefined when absent (unset explicit presence, or another oneof case). */
-function reader(field: DescField): (m: Record<string, unknown>) => unknown {
-  const name = field.localName;
+/**
+ * The expression that reads the field's value from a message `m`: undefined when absent (unset
+ * explicit presence, or another oneof case). The compiled members function inlines it; `reader`
+ * makes a function of it for the selected fields and the masks.
+ */
+function readExpression(field: DescField): string {
+  const name = JSON.stringify(field.localName);
   const oneof = field.oneof?.localName;
-  if (oneof === undefined) return (m) => m[name];
-  return (m) => {
-    const o = m[oneof] as { case?: string; value?: unknown } | undefined;
-    return o?.case === name ? o.value : undefined;
-  };
+  return oneof === undefined ? `m[${name}]` : `(m[${JSON.stringify(oneof)}]?.case === ${name} ? m[${JSON.stringify(oneof)}].value : undefined)`;
+}
+
+/** Reads the field's value from a message (see readExpression). */
+function reader(field: DescField): (m: Record<string, unknown>) => unknown {
+  return new Function("m", `return ${readExpression(field)};`) as (m: Record<string, unknown>) => unknown;
 }
 
 /**
@@ -175,9 +180,7 @@ function compile(desc: DescMessage): Compiled {
     const write = elementWriter(field);
     const key = `${JSON.stringify(o.key)}:`;
     byName.set(field.name, { key, write, read });
-    const oneof = field.oneof?.localName;
-    source.push(oneof === undefined ? `v = m[${JSON.stringify(field.localName)}];`
-      : `v = m[${JSON.stringify(oneof)}]; v = v !== undefined && v.case === ${JSON.stringify(field.localName)} ? v.value : undefined;`);
+    source.push(`v = ${readExpression(field)};`);
     const member = JSON.stringify(`,${key}`);
     const mask = masks.get(field.name);
     if (mask && field.fieldKind === "list" && field.listKind === "message") {
