@@ -34,6 +34,8 @@ const CASES: Record<string, Case> = {
   "collections.get": { seed: async (b) => ({ op: "collections.get", collection_id: await seedCollections(b, 200) }) },
   "collections.list": { seed: async (b) => { await seedCollections(b, 200); return { op: "collections.list", limit: 100 }; } },
   "collections.search": { seed: async (b) => { await seedCollections(b, 2000); return { op: "collections.search", query: "zephyr", limit: 20 }; } },
+  // An owner of 100 collections: the prepared statement of small owners.
+  "collections.search.small": { seed: async (b) => { await seedCollections(b, 100); return { op: "collections.search", query: "zephyr", limit: 20 }; } },
   // A 25MB chunked upload with 1 MiB chunks, one at a time (bench transfers).
   "upload_chunk": {
     seed: async (b) => ({ collection_id: await seedCollections(b, 1) }),
