@@ -75,22 +75,6 @@ function scopeSql(scope: Scope, match: string, score = SCORE): string {
 const isGenerous = (s: Scope) => s === "own" || s === "shared";
 
 /**
- * The hits of the scopes (a CTE) and one page of them, with named bindings :raw :me
- * :followUsers :followAliases :limit :offset. Only the hits are scored; the page is chosen from
- * (id, score, own) and only its rows are joined back for their columns.
- */
-function searchSql(scopes: Scope[]): { hits: string; page: string } {
-  const union = scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ");
-  const hits = `WITH hits AS (SELECT id, max(score) AS score, bool_or(own) AS own FROM (${union}) u GROUP BY id)`;
-  const page = `${hits},
-    page AS (SELECT id, score, own, count(*) OVER () AS total FROM hits ORDER BY own DESC, score DESC, id DESC LIMIT :limit OFFSET :offset)
-    SELECT ${columnsOf("c")}, p.score, p.own AS is_own, p.total
-    FROM page p JOIN collections c ON c.id = p.id
-    ORDER BY p.own DESC, p.score DESC, p.id DESC`;
-  return { hits, page };
-}
-
-/**
  * Owners with at most this many collections are searched by a prepared statement. Its generic
  * plan is made for the average owner and may read the owner's rows through a btree and test
  * each (a query's fold and word similarity per row, ~15 µs); over a bounded number of rows that
@@ -108,20 +92,27 @@ export const PREPARED_SEARCH_MAX_OWNER_ROWS = 200;
 const largeOwners = new TtlCache<true>(60_000);
 
 /**
- * The page of a personal search (own, maybe shared) as one prepared statement, for owners of at
- * most PREPARED_SEARCH_MAX_OWNER_ROWS collections: the owner's rows are counted first (up to one
- * more than the bound) and a larger owner's search does not run. Always one row more than the
- * page: the first carries `owner_rows`, and its columns are null when the page is empty.
+ * The hits of the scopes (a CTE) and one page of them, with named bindings :raw :me
+ * :followUsers :followAliases :limit :offset. Only the hits are scored; the page is chosen from
+ * (id, score, own) and only its rows are joined back for their columns.
+ *
+ * `ownerGate`: the page of the prepared statement of small owners. The owner's rows are counted
+ * first (up to one more than PREPARED_SEARCH_MAX_OWNER_ROWS) and a larger owner's hits are not
+ * searched (a one-time filter); the page then has one row more, first, carrying `owner_rows`,
+ * with null columns when the page is empty.
  */
-function smallOwnerSearchSql(scopes: Scope[]): string {
-  const union = scopes.map((s) => scopeSql(s, GENEROUS)).join(" UNION ALL ");
-  return `WITH owner AS (SELECT count(*) AS n FROM (SELECT 1 FROM collections WHERE user_id = :me LIMIT ${PREPARED_SEARCH_MAX_OWNER_ROWS + 1}) o),
-    hits AS (SELECT id, max(score) AS score, bool_or(own) AS own FROM (${union}) u WHERE (SELECT n FROM owner) <= ${PREPARED_SEARCH_MAX_OWNER_ROWS} GROUP BY id),
+function searchSql(scopes: Scope[], ownerGate = false): { hits: string; page: string } {
+  const union = scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ");
+  const owner = `owner AS (SELECT count(*) AS n FROM (SELECT 1 FROM collections WHERE user_id = :me LIMIT ${PREPARED_SEARCH_MAX_OWNER_ROWS + 1}) o)`;
+  const gate = ownerGate ? ` WHERE (SELECT n FROM owner) <= ${PREPARED_SEARCH_MAX_OWNER_ROWS}` : "";
+  const hits = `WITH ${ownerGate ? `${owner}, ` : ""}hits AS (SELECT id, max(score) AS score, bool_or(own) AS own FROM (${union}) u${gate} GROUP BY id)`;
+  const pageRows = `SELECT ${columnsOf("c")}, p.score, p.own AS is_own, p.total FROM page p JOIN collections c ON c.id = p.id`;
+  const page = `${hits},
     page AS (SELECT id, score, own, count(*) OVER () AS total FROM hits ORDER BY own DESC, score DESC, id DESC LIMIT :limit OFFSET :offset)
-    SELECT o.n AS owner_rows, x.* FROM owner o LEFT JOIN (
-      SELECT ${columnsOf("c")}, p.score, p.own AS is_own, p.total FROM page p JOIN collections c ON c.id = p.id
-    ) x ON true
-    ORDER BY x.is_own DESC, x.score DESC, x.id DESC`;
+    ${ownerGate
+      ? `SELECT o.n AS owner_rows, x.* FROM owner o LEFT JOIN (${pageRows}) x ON true ORDER BY x.is_own DESC, x.score DESC, x.id DESC`
+      : `${pageRows} ORDER BY p.own DESC, p.score DESC, p.id DESC`}`;
+  return { hits, page };
 }
 
 function searchParams(query: string, who: Searcher) {
@@ -147,6 +138,23 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
     if (offset === 0) return 0;
     const { rows: counted } = await q.raw(countSql, bindings);
     return Number(counted[0].total);
+  }
+
+  /**
+   * A page of search hits: a small owner's personal search by the prepared statement, any other
+   * search (or a small owner's that turns out large) by a statement planned for its query.
+   */
+  async function searchPage(scopes: Scope[], who: Searcher, bindings: Record<string, unknown>): Promise<Array<CollectionRow & { total: unknown }>> {
+    if (who.userId !== null && scopes.includes("own") && scopes.every(isGenerous) && !largeOwners.get(who.userId)) {
+      const { rows: [first, ...rest] } = await prepared(q.raw(searchSql(scopes, true).page, bindings));
+      if (Number(first.owner_rows) <= PREPARED_SEARCH_MAX_OWNER_ROWS) {
+        const rows = first.id === null ? [] : [first, ...rest];
+        for (const r of rows) delete r.owner_rows;
+        return rows;
+      }
+      largeOwners.set(who.userId, true);
+    }
+    return (await q.raw(searchSql(scopes).page, bindings)).rows;
   }
 
   return {
@@ -318,19 +326,9 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
     },
     async search(query, scopes, who, limit, offset) {
       const p = searchParams(query, who);
-      const { hits, page } = searchSql(scopes);
-      if (who.userId !== null && scopes.includes("own") && scopes.every(isGenerous) && !largeOwners.get(who.userId)) {
-        const { rows: [first, ...rest] } = await prepared(q.raw(smallOwnerSearchSql(scopes), { ...p, limit, offset }));
-        if (Number(first.owner_rows) <= PREPARED_SEARCH_MAX_OWNER_ROWS) {
-          const rows = first.id === null ? [] : [first, ...rest];
-          for (const r of rows) delete r.owner_rows;
-          return { rows, total: await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p) };
-        }
-        largeOwners.set(who.userId, true);
-      }
-      const { rows } = await q.raw(page, { ...p, limit, offset });
-      const total = await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p);
-      return { rows, total };
+      const { hits } = searchSql(scopes);
+      const rows = await searchPage(scopes, who, { ...p, limit, offset });
+      return { rows, total: await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p) };
     },
     async countPublicMatches(query, who) {
       const { rows } = await q.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT, "0")}) p`, searchParams(query, who));
