@@ -154,3 +154,33 @@ test("a page past the end keeps the true total and says so, for search and brows
   t.deepEqual(browsePast.body.collections, []);
   t.true(browsePast.body.pagination.total >= browseTotal, JSON.stringify(browsePast.body.pagination));
 });
+
+test("an owner of more collections than the prepared search covers (200) is searched the same way", async (t) => {
+  const owner = await sys.user();
+  // 250 top-level collections in one statement; every 50th from the 7th is about "quokka".
+  const { rows } = await sys.system.dbOf("collections")!.raw(
+    `INSERT INTO collections (user_id, name, position)
+     SELECT ?, 'Shelf ' || i || CASE WHEN i % 50 = 7 THEN ' quokka' ELSE '' END, i FROM generate_series(0, 249) i RETURNING id, name`,
+    [owner.userId],
+  );
+  const quokkas = (rows as Array<{ id: string; name: string }>).filter((r) => r.name.endsWith("quokka")).map((r) => Number(r.id));
+  t.is(quokkas.length, 5);
+  const small = await sys.user();
+  const mine = (await create(small, { name: "Only quokka" })).id;
+  for (const [who, want] of [[owner, quokkas], [small, [mine]]] as const) {
+    // Twice: the second search of a large owner goes straight to the statement planned for it.
+    for (let i = 0; i < 2; i++) {
+      const res = await search(who, { query: "quokka" });
+      t.is(res.status, 200);
+      t.deepEqual(res.body.collections.map((c: any) => c.id).sort((a: number, b: number) => a - b), [...want].sort((a, b) => a - b));
+      t.is(res.body.pagination.total, want.length);
+      t.true(res.body.collections.every((c: any) => c.isOwn === true));
+    }
+    const past = await search(who, { query: "quokka", offset: 10 });
+    t.deepEqual(past.body.collections, []);
+    t.is(past.body.pagination.total, want.length);
+    const none = await search(who, { query: "wombat" });
+    t.is(none.body.pagination.total, 0);
+    t.regex(none.body.hint, /No collection in scope own\/shared matches "wombat"/);
+  }
+});
