@@ -16,7 +16,7 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
-import { launchBrowser, screenshot, submitSignIn } from "../helpers/browser.js";
+import { launchBrowser, startTogether, screenshot, submitSignIn } from "../helpers/browser.js";
 
 const PASSWORD = "correct horse battery staple";
 /** A native client's loopback callback; the browser is stopped there, nothing needs to listen. */
@@ -24,7 +24,7 @@ const REDIRECT = "http://127.0.0.1:33418/callback";
 
 let sys: TestSystem;
 let browser: Browser;
-test.before(async () => { [sys, browser] = await Promise.all([startTestSystem(), launchBrowser()]); });
+test.before(async () => { [sys, browser] = await startTogether(startTestSystem(), launchBrowser()); });
 test.after.always(async () => { await browser?.close(); await sys?.stop(); });
 
 /** What an MCP client application keeps: its registration, tokens and verifier; the user's browser step scripted. */

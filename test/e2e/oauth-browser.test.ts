@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
-import { launchBrowser, screenshot, submitSignIn } from "../helpers/browser.js";
+import { launchBrowser, startTogether, screenshot, submitSignIn } from "../helpers/browser.js";
 import { authorizeUrl, pkcePair, tokenRequest } from "../helpers/oauth-client.js";
 
 const PASSWORD = "correct horse battery staple";
@@ -38,7 +38,7 @@ async function startCallbackServer(): Promise<{ url: string; close(): Promise<vo
 }
 
 test.before(async () => {
-  [sys, browser, callback] = await Promise.all([startTestSystem(), launchBrowser(), startCallbackServer()]);
+  [sys, browser, callback] = await startTogether(startTestSystem(), launchBrowser(), startCallbackServer());
   meta = await (await fetch(`${sys.url}/.well-known/oauth-authorization-server`)).json() as Record<string, any>;
 });
 test.after.always(async () => {

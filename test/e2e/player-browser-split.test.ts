@@ -5,7 +5,7 @@
 import test from "ava";
 import type { Browser } from "playwright-core";
 import { mustCall, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
-import { launchBrowser, screenshot } from "../helpers/browser.js";
+import { launchBrowser, startTogether, screenshot } from "../helpers/browser.js";
 
 if (!splitEnabled) {
   test.skip("player across gateways (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
@@ -13,7 +13,7 @@ if (!splitEnabled) {
   let sys: SplitSystem;
   let browser: Browser;
   test.before(async () => {
-    [sys, browser] = await Promise.all([startSplitSystem({ gateways: 2 }), launchBrowser()]);
+    [sys, browser] = await startTogether(startSplitSystem({ gateways: 2 }), launchBrowser());
   });
   test.after.always(async () => {
     await browser?.close();

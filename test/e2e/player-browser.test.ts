@@ -8,7 +8,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
 import { startImageServer, type ImageServer } from "../helpers/image-server.js";
 import { createShowcase, type Showcase } from "../helpers/showcase.js";
-import { launchBrowser, screenshot, startCuttableProxy, submitSignIn } from "../helpers/browser.js";
+import { launchBrowser, startTogether, screenshot, startCuttableProxy, submitSignIn } from "../helpers/browser.js";
 
 const PASSWORD = "tiles and trams of Lisbon";
 
@@ -23,7 +23,7 @@ let show: Showcase;
 
 test.before(async () => {
   img = await startImageServer();
-  [sys, browser] = await Promise.all([startTestSystem({ OUTBOUND_ALLOWED_HOSTS: img.host }), launchBrowser()]);
+  [sys, browser] = await startTogether(startTestSystem({ OUTBOUND_ALLOWED_HOSTS: img.host }), launchBrowser());
   // An owner who can also sign in on the web page.
   const username = `owner_${Date.now().toString(36)}`;
   owner = await sys.user({ username, plan: "paid", password: PASSWORD });

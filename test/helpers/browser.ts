@@ -21,6 +21,24 @@ export async function launchBrowser(): Promise<Browser> {
   });
 }
 
+type Closable = { stop(): Promise<void> } | { close(): Promise<void> };
+
+/**
+ * Starts a test's pieces together (a system, the browser, a server) and answers all of them; when
+ * one fails to start, the others are stopped before the failure is thrown. A before hook that
+ * failed leaves its variables unset, so its after hook could not stop what did start (a system
+ * left running holds its embedded PostgreSQL until the machine restarts).
+ */
+export async function startTogether<T extends readonly Closable[]>(...starting: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const settled = await Promise.allSettled(starting);
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<Closable>).value) as unknown as T;
+  for (const r of settled) {
+    if (r.status === "fulfilled") await ("stop" in r.value ? r.value.stop() : r.value.close()).catch(() => {});
+  }
+  throw failed.reason;
+}
+
 /** Saves a full-page screenshot as test-artifacts/<name>.png; its path. */
 export async function screenshot(page: Page, name: string): Promise<string> {
   mkdirSync(ARTIFACTS, { recursive: true });
