@@ -119,9 +119,12 @@ function searchParams(query: string, who: Searcher) {
   return { raw: query.trim(), me: who.userId, followUsers: who.follows.users, followAliases: who.follows.aliases };
 }
 
-/** The statement and bindings of the first page of an own-scope search, as search() runs it (for EXPLAIN in the bench). */
-export function searchPlanSql(query: string, userId: string, limit: number): [string, Record<string, unknown>] {
-  return [searchSql(["own"]).page, { ...searchParams(query, { userId, follows: { users: [], aliases: [] } }), limit, offset: 0 }];
+/**
+ * The statement and bindings of the first page of an own-scope search as search() runs it (for
+ * EXPLAIN in the bench): planned for the query, or with `ownerGate` the prepared one of small owners.
+ */
+export function searchPlanSql(query: string, userId: string, limit: number, ownerGate = false): [string, Record<string, unknown>] {
+  return [searchSql(["own"], ownerGate).page, { ...searchParams(query, { userId, follows: { users: [], aliases: [] } }), limit, offset: 0 }];
 }
 
 /** The collections store on the pool or a unit's transaction. */
