@@ -145,9 +145,9 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
 
   /**
    * A page of search hits: a small owner's personal search by the prepared statement, any other
-   * search (or a small owner's that turns out large) by a statement planned for its query.
+   * search (or a small owner's that turns out large) by `plannedPage`, planned for its query.
    */
-  async function searchPage(scopes: Scope[], who: Searcher, bindings: Record<string, unknown>): Promise<Array<CollectionRow & { total: unknown }>> {
+  async function searchPage(scopes: Scope[], who: Searcher, bindings: Record<string, unknown>, plannedPage: string): Promise<Array<CollectionRow & { total: unknown }>> {
     if (who.userId !== null && scopes.includes("own") && scopes.every(isGenerous) && !largeOwners.get(who.userId)) {
       const { rows: [first, ...rest] } = await prepared(q.raw(searchSql(scopes, true).page, bindings));
       if (Number(first.owner_rows) <= PREPARED_SEARCH_MAX_OWNER_ROWS) {
@@ -157,7 +157,7 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       }
       largeOwners.set(who.userId, true);
     }
-    return (await q.raw(searchSql(scopes).page, bindings)).rows;
+    return (await q.raw(plannedPage, bindings)).rows;
   }
 
   return {
@@ -329,8 +329,8 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
     },
     async search(query, scopes, who, limit, offset) {
       const p = searchParams(query, who);
-      const { hits } = searchSql(scopes);
-      const rows = await searchPage(scopes, who, { ...p, limit, offset });
+      const { hits, page } = searchSql(scopes);
+      const rows = await searchPage(scopes, who, { ...p, limit, offset }, page);
       return { rows, total: await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p) };
     },
     async countPublicMatches(query, who) {
