@@ -127,6 +127,47 @@ export function preparedStatementName(sql: string): string {
   return name;
 }
 
+/** A statement with named bindings in PostgreSQL's positional form, and the names in parameter order. */
+interface PositionalStatement { text: string; names: string[] }
+const positionalStatements = new Map<string, PositionalStatement>();
+
+/** The connection a query of `q` runs on (the unit's, or one of the pool) and its release. */
+interface ConnectionSource {
+  acquireConnection(): Promise<{ query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> }>;
+  releaseConnection(connection: unknown): Promise<void>;
+}
+
+/**
+ * The rows of a read with named bindings (`:name`, as knex.raw takes them) run as a named
+ * prepared statement on the connection knex would use (the unit's, or one of the pool), without
+ * knex's builder and runner. The text is put in positional form by knex once per text and set of
+ * names, not on every call: for a search's statement of 2.5 KB knex's conversion and runner cost
+ * more of node's CPU per call than pg's own work (bench/notes/search.md). For the few hottest
+ * reads; everything else goes through knex.
+ */
+export async function preparedRows<R>(q: Knex, sql: string, bindings: Readonly<Record<string, unknown>>): Promise<R[]> {
+  const names = Object.keys(bindings);
+  const key = `${names.join(",")}\n${sql}`;
+  let statement = positionalStatements.get(key);
+  if (!statement) {
+    // Each name stands for itself, so the bindings knex puts in order are the names.
+    const native = q.raw(sql, Object.fromEntries(names.map((n) => [n, n]))).toSQL().toNative();
+    statement = { text: native.sql, names: native.bindings as string[] };
+    positionalStatements.set(key, statement);
+  }
+  const values = statement.names.map((n) => bindings[n]);
+  if (values.includes(undefined)) throw new Error(`Undefined binding(s) for [${[...new Set(statement.names.filter((n) => bindings[n] === undefined))].join(", ")}] in: ${sql}`);
+  // knex refuses a query of a finished transaction, whose connection went back to the pool.
+  if ("isCompleted" in q && (q as Knex.Transaction).isCompleted()) throw new Error(`Transaction already finished: ${sql}`);
+  const source = q.client as ConnectionSource;
+  const connection = await source.acquireConnection();
+  try {
+    return (await connection.query({ name: preparedStatementName(statement.text), text: statement.text, values })).rows as R[];
+  } finally {
+    await source.releaseConnection(connection);
+  }
+}
+
 interface KnexQueryObject { sql: string; options?: Record<string, unknown> }
 /** knex's PostgreSQL dialect (the class `client: "pg"` names); it ships no types of its own. */
 const KnexPgClient = createRequire(import.meta.url)("knex/lib/dialects/postgres/index.js") as new (config: Knex.Config) => {

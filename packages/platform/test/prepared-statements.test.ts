@@ -1,9 +1,10 @@
 /**
  * Statements marked with prepared() run as named prepared statements, one name per distinct SQL
- * text, in and out of transactions; unmarked statements stay unnamed.
+ * text, in and out of transactions; unmarked statements stay unnamed. preparedRows() runs a read
+ * with named bindings the same way without knex's runner, on the pool or the unit's connection.
  */
 import test from "ava";
-import { createDb, prepared, preparedStatementName } from "../src/db.ts";
+import { createDb, prepared, preparedRows, preparedStatementName } from "../src/db.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -46,6 +47,53 @@ test("marked statements are prepared on the connection under their text's name, 
     t.is(byText.get(texts.raw), preparedStatementName(texts.raw));
     t.false(byText.has(texts.unmarked), "an unmarked statement is not prepared");
     t.is(rows.length, 3);
+  } finally {
+    await db.destroy();
+    await admin.raw("DROP SCHEMA ?? CASCADE", [schema]);
+    await admin.destroy();
+  }
+});
+
+test("preparedRows: named bindings (repeated, arrays) as knex.raw binds them, prepared once, on the transaction's own connection", async (t) => {
+  const schema = `prepared_rows_test_${process.pid}`;
+  const admin = createDb(adminUrl, "public", 1);
+  await admin.raw("CREATE SCHEMA ??", [schema]);
+  // One connection: the transaction's query cannot have come from the pool, and
+  // pg_prepared_statements is the connection's own.
+  const db = createDb(adminUrl, schema, 1);
+  try {
+    await db.raw("CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, tags text[] NOT NULL)");
+    await db("items").insert([{ id: 1, name: "one", tags: ["a"] }, { id: 2, name: "two", tags: ["b"] }, { id: 3, name: "three", tags: ["a", "b"] }]);
+    // :word twice, :tags an array, the names in another order than the text's.
+    const sql = `SELECT id, name FROM items WHERE (name LIKE '%' || :word || '%' OR :word = '') AND tags && CAST(:tags AS text[]) AND id > :after ORDER BY id LIMIT :limit`;
+    const cases = [
+      { limit: 10, after: 0, tags: ["a"], word: "" },
+      { limit: 10, after: 0, tags: ["a", "b"], word: "t" },
+      { limit: 1, after: 1, tags: ["b"], word: "" },
+    ];
+    for (const bindings of cases) {
+      const want = (await db.raw(sql, bindings)).rows;
+      t.deepEqual(await preparedRows(db, sql, bindings), want, JSON.stringify(bindings));
+    }
+    t.deepEqual((await preparedRows<{ id: number }>(db, sql, cases[1]!)).map((r) => r.id), [2, 3]);
+
+    // Inside a transaction it sees the transaction's own rows, and not once it is over.
+    let finished: typeof db | undefined;
+    const inside = await db.transaction(async (trx) => {
+      await trx("items").insert({ id: 4, name: "four", tags: ["a"] });
+      finished = trx;
+      return preparedRows<{ id: number }>(trx, sql, { limit: 10, after: 3, tags: ["a"], word: "" });
+    });
+    t.deepEqual(inside.map((r) => r.id), [4]);
+    await t.throwsAsync(preparedRows(finished!, sql, cases[0]!), { message: /Transaction already finished/ });
+    await t.throwsAsync(preparedRows(db, sql, { ...cases[0]!, word: undefined }), { message: /Undefined binding\(s\) for \[word\]/ });
+
+    // One positional text, prepared under its name, executed every time it ran (five).
+    const { rows } = await db.raw("SELECT name, statement, generic_plans + custom_plans AS runs FROM pg_prepared_statements WHERE statement LIKE 'SELECT id, name FROM items%'");
+    t.is(rows.length, 1);
+    t.regex(rows[0].statement, /LIKE '%' \|\| \$1 \|\| '%' OR \$2 = ''\) AND tags && CAST\(\$3 AS text\[\]\) AND id > \$4 ORDER BY id LIMIT \$5$/);
+    t.is(rows[0].name, preparedStatementName(rows[0].statement));
+    t.is(Number(rows[0].runs), 5);
   } finally {
     await db.destroy();
     await admin.raw("DROP SCHEMA ?? CASCADE", [schema]);

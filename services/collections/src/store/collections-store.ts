@@ -2,7 +2,7 @@
  * The knex adapter of the collections schema's stores (../app/ports.ts). It works on whatever it
  * is given: the pool, or the transaction of a unit of work.
  */
-import { TtlCache, pageWithTotal, prepared, type Queryable } from "@cms/platform";
+import { TtlCache, pageWithTotal, prepared, preparedRows, type Queryable } from "@cms/platform";
 import type { CollectionRow } from "../domain/collection-json.js";
 import type {
   CollectionPatch, CollectionsStore, CollectionsStores, CoverRow, ListFilter, NewCollection, RowPage, Scope, Searcher, SortBy,
@@ -162,9 +162,9 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
   async function searchPage(scopes: Scope[], who: Searcher, bindings: Record<string, unknown>, plannedPage: string): Promise<Array<CollectionRow & { total: unknown }>> {
     if (who.userId !== null && scopes.includes("own") && scopes.every(isGenerous)) {
       const seen = ownerSizes.get(who.userId);
-      if (seen === "small") return (await prepared(q.raw(plannedPage, bindings))).rows;
+      if (seen === "small") return preparedRows(q, plannedPage, bindings);
       if (seen === undefined) {
-        const { rows: [first, ...rest] } = await prepared(q.raw(searchSql(scopes, true).page, bindings));
+        const [first, ...rest] = await preparedRows<CollectionRow & { total: unknown; owner_rows: unknown }>(q, searchSql(scopes, true).page, bindings);
         if (Number(first.owner_rows) <= PREPARED_SEARCH_MAX_OWNER_ROWS) {
           ownerSizes.set(who.userId, "small", SMALL_OWNER_MEMORY_MS);
           const rows = first.id === null ? [] : [first, ...rest];
