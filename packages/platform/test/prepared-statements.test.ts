@@ -4,9 +4,28 @@
  * with named bindings the same way without knex's runner, on the pool or the unit's connection.
  */
 import test from "ava";
+import type { Knex } from "knex";
 import { createDb, prepared, preparedRows, preparedStatementName } from "../src/db.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+/**
+ * Runs `body` with a pool of one connection in a schema of its own, dropped afterwards: every
+ * statement runs on that connection, and pg_prepared_statements is its own.
+ */
+async function inFreshSchema(name: string, body: (db: Knex) => Promise<void>): Promise<void> {
+  const schema = `${name}_${process.pid}`;
+  const admin = createDb(adminUrl, "public", 1);
+  await admin.raw("CREATE SCHEMA ??", [schema]);
+  const db = createDb(adminUrl, schema, 1);
+  try {
+    await body(db);
+  } finally {
+    await db.destroy();
+    await admin.raw("DROP SCHEMA ?? CASCADE", [schema]);
+    await admin.destroy();
+  }
+}
 
 test("a name per distinct SQL text, the same name for the same text", (t) => {
   const a = preparedStatementName("SELECT 1 /* prepared-statements.test a */");
@@ -15,12 +34,7 @@ test("a name per distinct SQL text, the same name for the same text", (t) => {
 });
 
 test("marked statements are prepared on the connection under their text's name, in and out of a transaction; others are not", async (t) => {
-  const schema = `prepared_test_${process.pid}`;
-  const admin = createDb(adminUrl, "public", 1);
-  await admin.raw("CREATE SCHEMA ??", [schema]);
-  // One connection: every statement below runs on it, and pg_prepared_statements is its own.
-  const db = createDb(adminUrl, schema, 1);
-  try {
+  await inFreshSchema("prepared_test", async (db) => {
     await db.raw("CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL)");
     await db("items").insert([{ id: 1, name: "one" }, { id: 2, name: "two" }]);
 
@@ -47,21 +61,12 @@ test("marked statements are prepared on the connection under their text's name, 
     t.is(byText.get(texts.raw), preparedStatementName(texts.raw));
     t.false(byText.has(texts.unmarked), "an unmarked statement is not prepared");
     t.is(rows.length, 3);
-  } finally {
-    await db.destroy();
-    await admin.raw("DROP SCHEMA ?? CASCADE", [schema]);
-    await admin.destroy();
-  }
+  });
 });
 
 test("preparedRows: named bindings (repeated, arrays) as knex.raw binds them, prepared once, on the transaction's own connection", async (t) => {
-  const schema = `prepared_rows_test_${process.pid}`;
-  const admin = createDb(adminUrl, "public", 1);
-  await admin.raw("CREATE SCHEMA ??", [schema]);
-  // One connection: the transaction's query cannot have come from the pool, and
-  // pg_prepared_statements is the connection's own.
-  const db = createDb(adminUrl, schema, 1);
-  try {
+  // One connection: the transaction's query cannot have come from the pool.
+  await inFreshSchema("prepared_rows_test", async (db) => {
     await db.raw("CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, tags text[] NOT NULL)");
     await db("items").insert([{ id: 1, name: "one", tags: ["a"] }, { id: 2, name: "two", tags: ["b"] }, { id: 3, name: "three", tags: ["a", "b"] }]);
     // :word twice, :tags an array, the names in another order than the text's.
@@ -94,9 +99,5 @@ test("preparedRows: named bindings (repeated, arrays) as knex.raw binds them, pr
     t.regex(rows[0].statement, /LIKE '%' \|\| \$1 \|\| '%' OR \$2 = ''\) AND tags && CAST\(\$3 AS text\[\]\) AND id > \$4 ORDER BY id LIMIT \$5$/);
     t.is(rows[0].name, preparedStatementName(rows[0].statement));
     t.is(Number(rows[0].runs), 5);
-  } finally {
-    await db.destroy();
-    await admin.raw("DROP SCHEMA ?? CASCADE", [schema]);
-    await admin.destroy();
-  }
+  });
 });
