@@ -127,9 +127,10 @@ export function preparedStatementName(sql: string): string {
   return name;
 }
 
-/** A statement with named bindings in PostgreSQL's positional form, and the names in parameter order. */
-interface PositionalStatement { text: string; names: string[] }
-const positionalStatements = new Map<string, PositionalStatement>();
+/** A statement with named bindings in PostgreSQL's positional form, its name, and the names in parameter order. */
+interface PositionalStatement { text: string; name: string; names: string[] }
+/** By the named text, then by the names bound (a name left out stays in the text as it is). */
+const positionalStatements = new Map<string, Map<string, PositionalStatement>>();
 
 /** The connection a query of `q` runs on (the unit's, or one of the pool) and its release. */
 interface ConnectionSource {
@@ -147,13 +148,14 @@ interface ConnectionSource {
  */
 export async function preparedRows<R>(q: Knex, sql: string, bindings: Readonly<Record<string, unknown>>): Promise<R[]> {
   const names = Object.keys(bindings);
-  const key = `${names.join(",")}\n${sql}`;
-  let statement = positionalStatements.get(key);
+  let forms = positionalStatements.get(sql);
+  if (!forms) positionalStatements.set(sql, forms = new Map());
+  let statement = forms.get(names.join(","));
   if (!statement) {
     // Each name stands for itself, so the bindings knex puts in order are the names.
     const native = q.raw(sql, Object.fromEntries(names.map((n) => [n, n]))).toSQL().toNative();
-    statement = { text: native.sql, names: native.bindings as string[] };
-    positionalStatements.set(key, statement);
+    statement = { text: native.sql, name: preparedStatementName(native.sql), names: native.bindings as string[] };
+    forms.set(names.join(","), statement);
   }
   const values = statement.names.map((n) => bindings[n]);
   if (values.includes(undefined)) throw new Error(`Undefined binding(s) for [${[...new Set(statement.names.filter((n) => bindings[n] === undefined))].join(", ")}] in: ${sql}`);
@@ -162,7 +164,7 @@ export async function preparedRows<R>(q: Knex, sql: string, bindings: Readonly<R
   const source = q.client as ConnectionSource;
   const connection = await source.acquireConnection();
   try {
-    return (await connection.query({ name: preparedStatementName(statement.text), text: statement.text, values })).rows as R[];
+    return (await connection.query({ name: statement.name, text: statement.text, values })).rows as R[];
   } finally {
     await source.releaseConnection(connection);
   }
