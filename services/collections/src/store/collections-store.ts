@@ -168,14 +168,14 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
   }
 
   /**
-   * A page of search hits: a small owner's personal search by a prepared statement (the gated
-   * one when the owner's size is not known), any other search (or a small owner's that turns out
-   * large) by `plannedPage`, planned for its query.
+   * A page of search hits by `page` (the statement without the gate): prepared for an owner
+   * known to be small, planned for its query for any other search; the gated prepared statement
+   * when a personal search's owner is of unknown size.
    */
-  async function searchPage(scopes: Scope[], who: Searcher, bindings: Record<string, unknown>, plannedPage: string): Promise<Array<CollectionRow & { total: unknown }>> {
+  async function searchPage(scopes: Scope[], who: Searcher, bindings: Record<string, unknown>, page: string): Promise<Array<CollectionRow & { total: unknown }>> {
     if (who.userId !== null && scopes.includes("own") && scopes.every(isGenerous)) {
       const seen = ownerSizes.get(who.userId);
-      if (seen === "small") return preparedRows(q, plannedPage, bindings);
+      if (seen === "small") return preparedRows(q, page, bindings);
       if (seen === undefined) {
         const [first, ...rest] = await preparedRows<CollectionRow & { total: unknown; owner_rows: unknown }>(q, searchSql(scopes, true).page, bindings);
         if (Number(first.owner_rows) <= PREPARED_SEARCH_MAX_OWNER_ROWS) {
@@ -187,7 +187,7 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
         ownerSizes.set(who.userId, "large");
       }
     }
-    return (await q.raw(plannedPage, bindings)).rows;
+    return (await q.raw(page, bindings)).rows;
   }
 
   return {
