@@ -27,8 +27,8 @@ export interface DirectTransportOptions {
   streams: Transport;
 }
 
-/** Collects the implementations a routes function registers. */
-function collect(routes: (router: ConnectRouter) => void): Map<string, MethodImplSpec> {
+/** Collects the implementations a routes function registers, by "<service>/<method>". */
+export function collectImplementations(routes: (router: ConnectRouter) => void): Map<string, MethodImplSpec> {
   const specs = new Map<string, MethodImplSpec>();
   const router = {
     handlers: [],
@@ -57,7 +57,7 @@ const NEVER = new AbortController().signal;
  * ConnectErrors exactly as runUnaryCall makes them.
  */
 export function createDirectTransport(opts: DirectTransportOptions): Transport {
-  const specs = collect(opts.routes);
+  const specs = collectImplementations(opts.routes);
 
   /** The server side of a call: the handler context, the server interceptors, the handler. */
   const serve = async (req: UnaryRequest): Promise<UnaryResponse> => {

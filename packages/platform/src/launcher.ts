@@ -29,6 +29,7 @@ import { Health } from "@cms/contracts/grpc/health/v1/health_pb";
 import { createHealth, followReadiness } from "./health.js";
 import { reflectionRoutes } from "./reflection.js";
 import { createDirectTransport } from "./direct-transport.js";
+import { createUnaryFastPath, createUnaryTransport } from "./connect-unary.js";
 import { createUnitOfWork } from "./unit-of-work.js";
 import type { Clients, ServiceBus, ServiceContext, ServiceInstance, ServiceModule } from "./module.js";
 
@@ -171,7 +172,14 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       let t = remote.get(owner);
       if (!t) {
         const baseUrl = config.serviceUrls[owner];
-        t = createConnectTransport({ baseUrl, httpVersion: "2", sessionManager: new GoawaySafeSessionManager(baseUrl), interceptors: outgoing, useBinaryFormat: true });
+        // Unary calls through the lean transport, streaming ones through connect-node's, on one
+        // HTTP/2 connection. No compression between services: on a cluster's network gzip costs
+        // both sides more CPU than the bytes it saves (media.list's answers were gzipped on every hop).
+        const sessionManager = new GoawaySafeSessionManager(baseUrl);
+        t = createUnaryTransport({
+          baseUrl, sessionManager, interceptors: outgoing,
+          streams: createConnectTransport({ baseUrl, httpVersion: "2", sessionManager, interceptors: outgoing, useBinaryFormat: true, acceptCompression: [] }),
+        });
         remote.set(owner, t);
       }
       return t;
@@ -251,9 +259,15 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       const served = [...new Map(probe.handlers.map((h) => [h.service.typeName, h.service])).values()];
       health = createHealth(served.map((s) => s.typeName));
       const reflection = reflectionRoutes([...served, Health]);
-      const handler = connectNodeAdapter({
-        routes: (r) => { allRoutes(r); health!.routes(r); reflection(r); },
+      // Binary unary Connect calls (what the services send each other) are answered by the fast
+      // path; gRPC, JSON, streams and the rest by connect-node, with the same interceptors.
+      const handler = createUnaryFastPath({
+        routes: allRoutes,
         interceptors: incoming,
+        fallback: connectNodeAdapter({
+          routes: (r) => { allRoutes(r); health!.routes(r); reflection(r); },
+          interceptors: incoming,
+        }),
       });
       const server = http2.createServer((req, res) => {
         if (req.url === "/healthz") { res.writeHead(200, { "content-type": "text/plain" }); res.end("ok"); return; }
