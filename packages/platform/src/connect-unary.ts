@@ -151,7 +151,7 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
         s.on("end", () => {
           if (settled) return;
           try {
-            if (!responseHeader) throw new ConnectError("the stream ended without a response", Code.Internal);
+            if (!responseHeader) throw new ConnectError("the connection to the service closed before the answer", Code.Aborted);
             const { isUnaryError, unaryError } = validateResponse("unary", true, status, responseHeader);
             const [h, t] = trailerDemux(responseHeader);
             if (isUnaryError) throw errorFromJsonBytes(concat(chunks, length), appendHeaders(h, t), unaryError!);
@@ -165,9 +165,13 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
         });
         // A stream the peer reset errors before it closes: its reset code says more than the error.
         s.on("error", (err) => fail((s.rstCode ? connectErrorFromResetCode(s.rstCode) : undefined) ?? connectErrorFromStreamFailure(err)));
+        // Closed before the answer, not by us: a stream ends with CANCEL when its connection
+        // dies (the service was killed or its network went away), which is Aborted, as
+        // connect-node reports a reset connection (the gateway answers 503 unavailable).
         s.on("close", () => {
           if (settled) return;
-          fail(connectErrorFromResetCode(s.rstCode) ?? new ConnectError("the stream closed before its answer was complete", Code.Aborted));
+          const reset = s.rstCode === NGHTTP2_CANCEL ? undefined : connectErrorFromResetCode(s.rstCode);
+          fail(reset ?? new ConnectError("the connection to the service closed before the answer was complete", Code.Aborted));
         });
         s.end(body);
       }, (err) => fail(connectErrorFromStreamFailure(err)));

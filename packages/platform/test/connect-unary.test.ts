@@ -228,3 +228,14 @@ test("a service nobody listens on is unavailable; a stream the peer resets fails
   rst = http2.constants.NGHTTP2_INTERNAL_ERROR;
   t.is((await t.throwsAsync(client.check({ service: "ok" })) as ConnectError).code, Code.Internal);
 });
+
+test("a service whose connection dies mid-call (killed, its network gone) fails the call as aborted: unavailable at the gateway", async (t) => {
+  const dying = http2.createServer();
+  dying.on("stream", (s) => { s.on("error", () => {}); setTimeout(() => s.session?.destroy(), 50); });
+  await new Promise<void>((resolve) => dying.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => dying.close());
+  const client = createClient(Health, unaryTransport(t, `http://127.0.0.1:${(dying.address() as AddressInfo).port}`));
+  const err = await t.throwsAsync(client.check({ service: "ok" })) as ConnectError;
+  t.is(err.code, Code.Aborted, err.message);
+  t.is(fromConnectError(err).code, "unavailable");
+});
