@@ -2,7 +2,7 @@
 import test from "ava";
 import { useGatewayDatabase } from "./gateway-db.ts";
 import { decide } from "../src/domain/rate-window.ts";
-import { createMemoryRateLimiter, createPgRateLimiter, type RateLimiter } from "../src/store/rate-limit-store.ts";
+import { createMemoryRateLimiter, createPgRateLimiter, leaseSize, type RateLimiter } from "../src/store/rate-limit-store.ts";
 
 const gatewayDb = useGatewayDatabase(test);
 
@@ -80,20 +80,52 @@ test("[pg] two limiters (replicas) share one count", async (t) => {
   t.false((await r2.hit(key, W0)).allowed);
 });
 
-test("[pg] 20 concurrent hits on one key count exactly 20", async (t) => {
+test("[pg] 20 concurrent hits on one key: exactly the limit allowed, and refused ones stop counting", async (t) => {
   const rl = createPgRateLimiter(gatewayDb(), 10);
   t.teardown(() => rl.stop());
   const key = freshKey("burst");
   const now = W0 + 30_000;
   const decisions = await Promise.all(Array.from({ length: 20 }, () => rl.hit(key, now)));
   t.is(decisions.filter((d) => d.allowed).length, 10, "exactly the limit is allowed");
-  const row = await gatewayDb()("rate_limits").where({ key }).first();
-  t.is(row.count, 20);
-  t.is(new Date(row.window_start).getTime(), W0);
-  // Each hit saw a distinct count 1..20 (remaining is limit - count, floored at 0).
+  // Each allowed hit saw a distinct count 1..10 (remaining is limit - count, floored at 0).
   t.deepEqual(decisions.map((d) => d.remaining).sort((a, b) => b - a), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+  const row = await gatewayDb()("rate_limits").where({ key }).first();
+  t.is(row.count, 11, "counted up to the first refusal");
+  t.is(new Date(row.window_start).getTime(), W0);
   t.is((await rl.hit(key, now)).allowed, false);
-  t.is((await gatewayDb()("rate_limits").where({ key }).first()).count, 21);
+  t.is((await gatewayDb()("rate_limits").where({ key }).first()).count, 11, "a refused key is refused without another upsert");
+  t.true((await rl.hit(key, W0 + 60_000)).allowed, "the next window starts afresh");
+});
+
+test("leases: 1% of the limit at a time, at least one", (t) => {
+  t.is(leaseSize(1), 1);
+  t.is(leaseSize(60), 1);
+  t.is(leaseSize(199), 1);
+  t.is(leaseSize(200), 2);
+  t.is(leaseSize(6000), 60);
+});
+
+test("[pg] a replica reserves leaseSize requests per upsert, and replicas never allow more than the limit together", async (t) => {
+  const limit = 1000;
+  const one = createPgRateLimiter(gatewayDb(), limit);
+  t.teardown(() => one.stop());
+  const key = freshKey("lease");
+  const now = W0 + 5_000;
+  const counts: number[] = [];
+  for (let i = 0; i < 25; i++) {
+    t.true((await one.hit(key, now)).allowed);
+    counts.push((await gatewayDb()("rate_limits").where({ key }).first()).count);
+  }
+  t.deepEqual([...new Set(counts)], [10, 20, 30], "three upserts of ten for 25 requests");
+
+  // Three replicas, a limit of 200 (leases of 2), 300 requests round robin: never more than the
+  // limit, and at most one unused count per replica lost at the end.
+  const replicas = [0, 1, 2].map(() => createPgRateLimiter(gatewayDb(), 200));
+  t.teardown(() => { for (const r of replicas) r.stop(); });
+  const shared = freshKey("replicas");
+  let allowed = 0;
+  for (let i = 0; i < 300; i++) if ((await replicas[i % 3]!.hit(shared, now)).allowed) allowed++;
+  t.true(allowed <= 200 && allowed >= 197, String(allowed));
 });
 
 test("[memory] 20 concurrent hits on one key count exactly 20", async (t) => {

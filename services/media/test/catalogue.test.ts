@@ -38,6 +38,27 @@ test("permissions come from CheckAccess: a deleted collection is not found, a mi
   t.deepEqual(f.events, []);
 });
 
+test("media.list reads its page while CheckAccess decides, and a refusal wins over a failed read", async (t) => {
+  const f = await withNotes(2);
+  const order: string[] = [];
+  const check = f.collections.client.checkAccess.bind(f.collections.client);
+  let release!: () => void;
+  const decided = new Promise<void>((resolve) => { release = resolve; });
+  (f.collections.client as { checkAccess: typeof check }).checkAccess = async (req, opts) => { order.push("check asked"); await decided; order.push("check answered"); return check(req, opts); };
+  const page = f.stores.media.listPage.bind(f.stores.media);
+  f.stores.media.listPage = async (q) => { order.push("page read"); return page(q); };
+  const listing = f.app.catalogue.listMedia(owner, { collectionId: 1, limit: 10, offset: 0, includeArchived: false });
+  await new Promise((resolve) => setImmediate(resolve));
+  release();
+  t.is((await listing).rows.length, 2);
+  t.deepEqual(order, ["page read", "check asked", "check answered"], "the read did not wait for the check");
+
+  f.collections.access.set(1, { allowed: false, ownerUserId: "someone" });
+  f.stores.media.listPage = async () => { throw new Error("the database is down"); };
+  const refused = await t.throwsAsync(f.app.catalogue.listMedia(owner, { collectionId: 1, limit: 10, offset: 0, includeArchived: false }), { instanceOf: AppError });
+  t.is(refused.code, "forbidden");
+});
+
 test("rows are appended at the end, and each add writes one collection.updated (no owner, no published)", async (t) => {
   const f = await withNotes(3);
   t.deepEqual(positions(f, 1), f.ids.map((id, i) => [id, i]));

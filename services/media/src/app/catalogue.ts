@@ -91,8 +91,13 @@ export function createCatalogue(
   }
 
   async function listMedia(caller: Caller, input: ListInput): Promise<ListPage> {
+    // The page is read while the collections service decides on access, and kept only once it
+    // allowed it: in split mode the check is a hop to another process, and waiting for it
+    // before the read put both on the request's path. A refusal wins over a failed read.
+    const reading = stores.media.listPage(input);
+    reading.catch(() => {});
     await authorize(caller, input.collectionId, "read");
-    const { rows, total } = await stores.media.listPage(input);
+    const { rows, total } = await reading;
     const page: ListPage = { rows, pagination: { limit: input.limit, offset: input.offset, total }, hint: {} };
     if (!rows.length) {
       const counts = await stores.media.listCounts(input);
