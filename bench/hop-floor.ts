@@ -4,8 +4,10 @@
  * this process to a child process over one HTTP/2 connection, first with node:http2 alone (a
  * 100-byte request, a 300-byte answer), then with Connect (connect-node's adapter and client,
  * binary protobuf, CollectionsService.GetCollection answered with an empty message and no
- * interceptors). What a Connect hop of the service costs beyond the second figure is the
- * service's own work per hop (interceptors, caller assertions, validation, tracing).
+ * interceptors), then with the transport and server path the services use between themselves
+ * (packages/platform/src/connect-unary.ts, same call, no interceptors). What a Connect hop of the
+ * service costs beyond the third figure is the service's own work per hop (interceptors, caller
+ * assertions, validation, tracing).
  *
  * The child is this same module run with `--hop-server <kind>`.
  */
@@ -13,19 +15,21 @@ import http2 from "node:http2";
 import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
-import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
+import { createClient, type ConnectRouter } from "@connectrpc/connect";
+import { connectNodeAdapter, createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { createUnaryFastPath, createUnaryTransport } from "@cms/platform";
 import { CollectionRefRequestSchema, CollectionsService, GetCollectionResponseSchema } from "@cms/contracts/collections/v1/collections_pb";
 import { percentile, processCpuUs, round } from "./lib.js";
 
-type Kind = "http2" | "connect";
+type Kind = "http2" | "connect" | "unary";
 
 /** A hop's floor: p50 latency and CPU of both processes per call. */
 export interface HopFloor { kind: Kind; calls: number; p50Ms: number; cpuUsPerCall: number }
 
 function serve(kind: Kind): void {
-  const handler = kind === "connect"
-    ? connectNodeAdapter({ routes: (r) => r.service(CollectionsService, { getCollection: async () => create(GetCollectionResponseSchema, {}) }) })
+  const routes = (r: ConnectRouter) => r.service(CollectionsService, { getCollection: async () => create(GetCollectionResponseSchema, {}) });
+  const handler = kind === "connect" ? connectNodeAdapter({ routes })
+    : kind === "unary" ? createUnaryFastPath({ routes, interceptors: [], fallback: connectNodeAdapter({ routes }) })
     : (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
       req.resume();
       req.on("end", () => { res.writeHead(200, { "content-type": "application/proto" }); res.end(Buffer.alloc(300, 1)); });
@@ -45,8 +49,12 @@ export async function measureHopFloor(kind: Kind, calls = 3000): Promise<HopFloo
     const url = `http://127.0.0.1:${port}`;
     let call: () => Promise<unknown>;
     let close = () => {};
-    if (kind === "connect") {
-      const client = createClient(CollectionsService, createConnectTransport({ baseUrl: url, httpVersion: "2", useBinaryFormat: true }));
+    if (kind === "connect" || kind === "unary") {
+      const connect = createConnectTransport({ baseUrl: url, httpVersion: "2", useBinaryFormat: true });
+      const sessionManager = new Http2SessionManager(url);
+      close = () => sessionManager.abort();
+      const transport = kind === "connect" ? connect : createUnaryTransport({ baseUrl: url, sessionManager, interceptors: [], streams: connect });
+      const client = createClient(CollectionsService, transport);
       const req = create(CollectionRefRequestSchema, { collectionId: 5n });
       call = () => client.getCollection(req);
     } else {

@@ -22,6 +22,12 @@ import { drive, formatTable, processCpuUs, round, type BenchOptions, type LoadRe
 import { API_KEY } from "../test/helpers/system.js";
 import { measureHopFloor } from "./hop-floor.js";
 
+const FLOOR_NAMES = {
+  http2: "node:http2",
+  connect: "Connect (connect-node, binary, no interceptors)",
+  unary: "Connect (the services' unary transport and fast path, no interceptors)",
+} as const;
+
 const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number }) => Record<string, unknown> }> = [
   { name: "ping", hops: 0, body: () => ({ op: "ping" }) },
   { name: "collections.get", hops: 1, body: ({ collection }) => ({ op: "collections.get", collection_id: collection }) },
@@ -45,7 +51,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
   // The floor of a hop on this machine, measured in the same run before the systems start (their
   // idle timers would count in it): what a hop of the service costs beyond the Connect floor is
   // the service's own work per hop.
-  const floors = [await measureHopFloor("http2"), await measureHopFloor("connect")];
+  const floors = [await measureHopFloor("http2"), await measureHopFloor("connect"), await measureHopFloor("unary")];
   const systems: Array<{ label: string; sys: SplitSystem; ids: { token: string; collection: number } }> = [];
   try {
     for (const [label, allInOne] of [["all-in-one", true], ["split", false]] as const) {
@@ -99,7 +105,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
         "op               hops  all-in-one p50  split p50  added   per hop   CPU µs/req all-in-one  split  per hop",
         ...rows.map((r) => `${r.op.padEnd(16)} ${String(r.hops).padStart(4)}  ${r.all_p50_ms.toFixed(3).padStart(14)}  ${r.split_p50_ms.toFixed(3).padStart(9)}  ${r.added_ms.toFixed(3).padStart(6)}  ${r.per_hop_ms === null ? "     -" : r.per_hop_ms.toFixed(3).padStart(7)}   ${String(r.all_cpu_us).padStart(21)}  ${String(r.split_cpu_us).padStart(5)}  ${r.cpu_per_hop_us === null ? "      -" : String(r.cpu_per_hop_us).padStart(7)}`),
         "",
-        ...floors.map((f) => `floor of one hop, bare ${f.kind === "http2" ? "node:http2" : "Connect (connect-node, binary, no interceptors)"}: p50 ${f.p50Ms.toFixed(3)} ms, CPU ${f.cpuUsPerCall} µs per call (both processes, ${f.calls} sequential calls)`),
+        ...floors.map((f) => `floor of one hop, bare ${FLOOR_NAMES[f.kind]}: p50 ${f.p50Ms.toFixed(3)} ms, CPU ${f.cpuUsPerCall} µs per call (both processes, ${f.calls} sequential calls)`),
         "",
         `added p50 per Connect hop, worst op: ${worst.toFixed(3)} ms (goal <= 1 ms): ${goals.added_p50_per_hop_at_most_1ms ? "PASS" : "FAIL"}`,
       ],

@@ -23,3 +23,4 @@ export * from "./events.js";
 export * from "./outbound.js";
 export * from "./grants.js";
 export * from "./images.js";
+export { createUnaryFastPath, createUnaryTransport } from "./connect-unary.js";
