@@ -383,6 +383,24 @@ test("[fs] temporaries a dead writer left are removed when a store opens; recent
   store.close();
 });
 
+test("[fs] a whole object is read with its end known: one read of its size, not 1 MiB buffers; an empty one reads empty", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "cms-objstore-read-"));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const store = createFsObjectStore(root);
+  const bytes = Buffer.alloc(200_000, 7);
+  await store.put("u/1/image.jpg", bytes, { contentType: "image/jpeg" });
+  const got = (await store.get("u/1/image.jpg"))!;
+  t.is((got.body as unknown as { end: number }).end, bytes.length - 1, "the stream knows where the file ends");
+  const parts: Buffer[] = [];
+  for await (const part of got.body) parts.push(part as Buffer);
+  t.is(parts.length, 1);
+  t.is(parts[0]!.buffer.byteLength, bytes.length, "no larger buffer behind the chunk");
+  t.true(Buffer.concat(parts).equals(bytes));
+  await store.put("u/1/empty.bin", Buffer.alloc(0), { contentType: "application/octet-stream" });
+  t.is((await readObject(store, "u/1/empty.bin"))!.length, 0);
+  t.deepEqual(await readObject(store, "u/1/image.jpg", { range: { start: 10, end: 19 } }), bytes.subarray(10, 20));
+});
+
 test("[fs] nothing is written outside the root for an escaping key", async (t) => {
   const parent = mkdtempSync(join(tmpdir(), "cms-objstore-parent-"));
   chmodSync(parent, 0o700);
