@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { createClient, type ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { createUnaryFastPath, createUnaryTransport } from "@cms/platform";
+import { createUnaryFastPath, createUnaryTransport, SERVICE_READ_MAX_BYTES } from "@cms/platform";
 import { CollectionRefRequestSchema, CollectionsService, GetCollectionResponseSchema } from "@cms/contracts/collections/v1/collections_pb";
 import { percentile, processCpuUs, round } from "./lib.js";
 
@@ -29,7 +29,7 @@ export interface HopFloor { kind: Kind; calls: number; p50Ms: number; cpuUsPerCa
 function serve(kind: Kind): void {
   const routes = (r: ConnectRouter) => r.service(CollectionsService, { getCollection: async () => create(GetCollectionResponseSchema, {}) });
   const handler = kind === "connect" ? connectNodeAdapter({ routes })
-    : kind === "unary" ? createUnaryFastPath({ routes, interceptors: [], fallback: connectNodeAdapter({ routes }) })
+    : kind === "unary" ? createUnaryFastPath({ routes, interceptors: [], readMaxBytes: SERVICE_READ_MAX_BYTES, fallback: connectNodeAdapter({ routes }) })
     : (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
       req.resume();
       req.on("end", () => { res.writeHead(200, { "content-type": "application/proto" }); res.end(Buffer.alloc(300, 1)); });

@@ -212,6 +212,11 @@ export interface UnaryFastPathOptions {
   interceptors: Interceptor[];
   /** Every request the fast path does not take (connectNodeAdapter's handler). */
   fallback: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void;
+  /**
+   * The largest request body read (the body is read before any interceptor authenticates the
+   * caller); a larger one is refused as resource_exhausted. Give connect-node's handler the same.
+   */
+  readMaxBytes: number;
 }
 
 /**
@@ -235,9 +240,26 @@ export function createUnaryFastPath(opts: UnaryFastPathOptions): (req: http2.Htt
     }
     const chunks: Buffer[] = [];
     let length = 0;
-    req.on("data", (chunk: Buffer) => { chunks.push(chunk); length += chunk.length; });
-    req.on("end", () => { void answer(spec, req, concat(chunks, length), timeout?.timeoutMs); });
+    const onData = (chunk: Buffer) => {
+      length += chunk.length;
+      if (length <= opts.readMaxBytes) { chunks.push(chunk); return; }
+      req.off("data", onData);
+      req.off("end", onEnd);
+      chunks.length = 0;
+      refuse(req.stream, new ConnectError(`the request is larger than ${opts.readMaxBytes} bytes`, Code.ResourceExhausted));
+    };
+    const onEnd = () => { void answer(spec, req, concat(chunks, length), timeout?.timeoutMs); };
+    req.on("data", onData);
+    req.on("end", onEnd);
   };
+
+  /** Answers the protocol's error and stops the rest of the request (RST_STREAM after the answer). */
+  function refuse(stream: http2.ServerHttp2Stream, error: ConnectError): void {
+    if (stream.destroyed || stream.closed) return;
+    const out = errorToJsonBytes(error, {});
+    stream.respond({ ":status": codeToHttpStatus(error.code), "content-type": contentTypeUnaryJson, "content-length": out.byteLength });
+    stream.end(out, () => stream.close(http2.constants.NGHTTP2_NO_ERROR));
+  }
 
   async function answer(spec: MethodImplSpec<DescMessage, DescMessage> & { kind: "unary" }, req: http2.Http2ServerRequest, body: Buffer, timeoutMs: number | undefined): Promise<void> {
     const stream = req.stream;

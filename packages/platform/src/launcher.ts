@@ -83,6 +83,13 @@ export interface LaunchOptions {
   headless?: boolean;
 }
 
+/**
+ * The largest request a service port reads: bodies are read before the caller is authenticated.
+ * The largest legitimate one is an 8 MiB chunk in base64 (~11 MB); connect-node's own default
+ * is 4 GiB.
+ */
+export const SERVICE_READ_MAX_BYTES = 64 * 1024 * 1024;
+
 function makeClients(transportFor: (owner: ServiceName) => Transport): Clients {
   const cache = new Map<string, unknown>();
   return {
@@ -264,9 +271,11 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       const handler = createUnaryFastPath({
         routes: allRoutes,
         interceptors: incoming,
+        readMaxBytes: SERVICE_READ_MAX_BYTES,
         fallback: connectNodeAdapter({
           routes: (r) => { allRoutes(r); health!.routes(r); reflection(r); },
           interceptors: incoming,
+          readMaxBytes: SERVICE_READ_MAX_BYTES,
         }),
       });
       const server = http2.createServer((req, res) => {

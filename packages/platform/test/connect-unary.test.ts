@@ -54,12 +54,13 @@ function healthRoutes(seen: Seen) {
 }
 
 /** An HTTP/2 server on a free port; its URL, and how many requests its fallback took. */
-async function serve(t: import("ava").ExecutionContext, opts: { fastPath: boolean; interceptors?: Interceptor[]; seen: Seen }) {
+async function serve(t: import("ava").ExecutionContext, opts: { fastPath: boolean; interceptors?: Interceptor[]; seen: Seen; readMaxBytes?: number }) {
   const routes = healthRoutes(opts.seen);
-  const adapter = connectNodeAdapter({ routes, interceptors: opts.interceptors ?? [] });
+  const readMaxBytes = opts.readMaxBytes ?? 1024 * 1024;
+  const adapter = connectNodeAdapter({ routes, interceptors: opts.interceptors ?? [], readMaxBytes });
   const counts = { fallback: 0 };
   const fallback = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => { counts.fallback++; adapter(req, res); };
-  const server = http2.createServer(opts.fastPath ? createUnaryFastPath({ routes, interceptors: opts.interceptors ?? [], fallback }) : fallback);
+  const server = http2.createServer(opts.fastPath ? createUnaryFastPath({ routes, interceptors: opts.interceptors ?? [], fallback, readMaxBytes }) : fallback);
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (s) => { sessions.add(s); s.once("close", () => sessions.delete(s)); });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -186,6 +187,19 @@ test("every other request reaches connect-node's handler: JSON, gRPC, compressed
   t.is(status, 404);
   t.is(counts.fallback, 5);
 });
+
+for (const fastPath of [true, false]) {
+  test(`a request over the read limit is refused as resource_exhausted before any handler runs (${fastPath ? "fast path" : "connect-node's handler"})`, async (t) => {
+    const seen: Seen = {};
+    const { url } = await serve(t, { fastPath, seen, readMaxBytes: 1000 });
+    const client = createClient(Health, unaryTransport(t, url));
+    const err = await t.throwsAsync(client.check({ service: "x".repeat(5000) })) as ConnectError;
+    t.is((await t.throwsAsync(client.check({ service: "x".repeat(5_000_000) })) as ConnectError).code, Code.ResourceExhausted, "also when the body is still being sent");
+    t.is(err.code, Code.ResourceExhausted);
+    t.is(seen.header, undefined, "the handler never ran");
+    t.is((await client.check({ service: "ok" })).status, Status.SERVING, "the connection still serves");
+  });
+}
 
 test("a body that is not the request message is invalid_argument", async (t) => {
   const { url } = await serve(t, { fastPath: true, seen: {} });
