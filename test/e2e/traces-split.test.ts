@@ -66,11 +66,14 @@ if (!splitEnabled) {
 
     const first = updates[0]!;
     const inTrace = (s: ReceivedSpan) => s.traceId === first.traceId;
+    // Each process exports its spans in its own batches: the webhooks process may have sent its
+    // consumer span before the collections process sent the producer span it continues from.
     const trace = await eventually(() => {
       const spans = otlp.spans.filter(inTrace);
       const consumer = spans.find((s) => s.service === "cms-webhooks" && s.kind === CONSUMER && s.name === "process collection.updated");
-      return consumer && spans.some((s) => s.service === "cms-webhooks" && s.parentSpanId === consumer.spanId) ? spans : undefined;
-    }, 30_000, "the event's consumer span (and its database work) in the webhooks process");
+      const producer = spans.find((s) => s.service === "cms-collections" && s.kind === PRODUCER);
+      return consumer && producer && spans.some((s) => s.service === "cms-webhooks" && s.parentSpanId === consumer.spanId) ? spans : undefined;
+    }, 30_000, "the event's producer span in the collections process, and its consumer span (and its database work) in the webhooks process");
     const byId = new Map(trace.map((s) => [s.spanId, s]));
     const chain = (s: ReceivedSpan): string[] => (s.parentSpanId && byId.has(s.parentSpanId) ? [...chain(byId.get(s.parentSpanId)!), s.name] : [s.name]);
 

@@ -51,8 +51,12 @@ export function createUploadHandler(deps: { store: ObjectStore; grantSecret: str
       } catch (err) {
         if (err instanceof ObjectLengthMismatchError) throw new AppError("invalid_request", `The body did not match Content-Length: ${err.message}.`, { field: "Content-Length" });
         if (err instanceof ObjectTooLargeError) throw new AppError("payload_too_large", err.message);
-        // The client went away mid-body: the store kept nothing.
-        if (req.destroyed || (err as { code?: string }).code === "ECONNRESET") throw new AppError("invalid_request", "The upload was interrupted before the whole body arrived; nothing was stored.", { field: "Content-Length" });
+        // The client went away mid-body: the store kept nothing. Once the whole body arrived, a
+        // reset is the object store's (S3 closing its connection), which is a retryable
+        // unavailable (503), not the client's fault.
+        if (!req.complete && (req.destroyed || (err as { code?: string }).code === "ECONNRESET")) {
+          throw new AppError("invalid_request", "The upload was interrupted before the whole body arrived; nothing was stored.", { field: "Content-Length" });
+        }
         throw err;
       }
       const body: Record<string, unknown> = { ok: true, store_key: grant.key, size_bytes: info.size, sha256: info.sha256, content_type: info.contentType };
