@@ -38,9 +38,10 @@ async function startS3(): Promise<void> {
   const S3rver = require("s3rver");
   const dir = mkdtempSync(join(tmpdir(), "s3rver-"));
   // s3rver removes a key's folder once it is empty, and a PUT into that folder at the same moment
-  // (the object store streams uploads into ".tmp/<uuid>" keys) fails to open its file: an
+  // (two objects of one collection, or of one chunked upload) fails to open its file: an
   // unhandled stream error that would end this process, and every later test with it. That one
-  // request fails (the client sees a reset connection); the server goes on.
+  // request fails (the client sees a reset connection); the server goes on. (The store's
+  // temporary keys have no folder, so that the busiest one no longer races.)
   process.on("uncaughtException", (err: NodeJS.ErrnoException) => {
     if (err.code === "ENOENT" && String(err.path ?? "").startsWith(dir)) {
       console.error(`s3rver: a write raced the removal of its folder (${err.path}); that request failed`);

@@ -373,7 +373,9 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
       }
       // A stream can fail half-way, and some S3-compatible servers keep what they received of an
       // aborted PUT: stream into a temporary key and copy it into place only once it verified.
-      const TmpKey = `.tmp/${randomUUID()}`;
+      // The key has no "folder": servers that keep keys as files (s3rver) remove a folder when
+      // its last key goes, and a PUT into that folder at the same moment failed.
+      const TmpKey = `.tmp-${randomUUID()}`;
       const m = meter(opts);
       const pass = new PassThrough({ highWaterMark: 1024 * 1024 });
       const abort = new AbortController();

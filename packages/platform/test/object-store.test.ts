@@ -455,7 +455,7 @@ registerSuite("s3", async () => {
   return {
     store,
     list: (prefix) => admin.list(prefix),
-    temporaries: () => admin.list(".tmp/"),
+    temporaries: () => admin.list(".tmp-"),
     // In a child process: on S3 some of these failures escape as uncaught exceptions.
     attemptPut: (key, spec) => putInChild({ store: "s3", bucket, key, ...spec }),
     async cleanup() { store.close(); await admin.dropBucket(); },
