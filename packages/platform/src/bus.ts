@@ -55,11 +55,16 @@ export function serviceMigrations(own: ReadonlyArray<readonly [string, Migration
 
 /** Adds an event to the outbox inside the caller's transaction. */
 export async function enqueueEvent(trx: Knex | Knex.Transaction, type: string, payload: Record<string, unknown>): Promise<string> {
-  const id = randomUUID();
+  const row = outboxRow(type, payload);
+  await trx("outbox").insert(row);
+  return row.id;
+}
+
+/** An outbox row for an event, carrying the trace context active now (the change that caused it). */
+export function outboxRow(type: string, payload: Record<string, unknown>): { id: string; type: string; payload: Record<string, unknown>; headers: Record<string, string> } {
   const headers: Record<string, string> = {};
   propagation.inject(context.active(), headers);
-  await trx("outbox").insert({ id, type, payload, headers });
-  return id;
+  return { id: randomUUID(), type, payload, headers };
 }
 
 /**

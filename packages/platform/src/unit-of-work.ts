@@ -8,7 +8,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Knex } from "knex";
-import { enqueueEvent } from "./bus.js";
+import { outboxRow } from "./bus.js";
 
 /** Writes events to the outbox of the unit's transaction (published after the commit). */
 export interface EventWriter {
@@ -31,13 +31,20 @@ export function createUnitOfWork<S>(db: Knex, storesOf: (q: Queryable) => S, rel
   return async (work) => {
     let emitted = false;
     const result = await insideUnit.run(true, () => db.transaction(async (trx) => {
+      // Events are written together once the work is done, in the order emitted, each with the
+      // trace context of its emit: one statement for a unit's events instead of one each.
+      const rows: Array<ReturnType<typeof outboxRow>> = [];
       const events: EventWriter = {
         async emit(type, payload) {
-          await enqueueEvent(trx, type, payload);
-          emitted = true;
+          rows.push(outboxRow(type, payload));
         },
       };
-      return work(storesOf(trx), events);
+      const out = await work(storesOf(trx), events);
+      if (rows.length) {
+        await trx("outbox").insert(rows);
+        emitted = true;
+      }
+      return out;
     }));
     if (emitted) relay.notify();
     return result;

@@ -54,6 +54,23 @@ test.serial("a committed unit writes its rows and events together and wakes the 
   await quiet(async (notes) => notes.count());
 });
 
+test.serial("a unit's events are written in one statement at its end, in the order emitted", async (t) => {
+  const uow = createUnitOfWork(db, notesStore, { notify: () => {} });
+  const inserts: string[] = [];
+  const onQuery = (q: { sql: string }) => { if (/insert into "outbox"/i.test(q.sql)) inserts.push(q.sql); };
+  db.on("query", onQuery);
+  t.teardown(() => { db.off("query", onQuery); });
+  const tag = `order-${Date.now()}`;
+  await uow(async (notes, events) => {
+    for (let i = 0; i < 3; i++) await events.emit("note.ordered", { tag, i });
+    t.is(inserts.length, 0, "nothing written before the work is done");
+    await notes.add("after the events");
+  });
+  t.is(inserts.length, 1, "one statement for the three");
+  const rows = await db("outbox").whereRaw("payload->>'tag' = ?", [tag]).orderBy("seq");
+  t.deepEqual(rows.map((r: { payload: { i: number } }) => r.payload.i), [0, 1, 2]);
+});
+
 test.serial("a failed unit leaves neither rows nor events", async (t) => {
   const uow = createUnitOfWork(db, notesStore, { notify: () => t.fail("a rollback wakes nobody") });
   const before = { notes: await notesStore(db).count(), outbox: Number((await db("outbox").count<{ n: number }[]>("* as n"))[0]!.n) };
