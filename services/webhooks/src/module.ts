@@ -29,7 +29,7 @@ export const webhooksModule: ServiceModule = {
     });
     const webhooks = createWebhooks({ uow, store, receiver, collections: () => ctx.clients.get(CollectionsService) });
     const engine = createDeliveryEngine({
-      uow, receiver, log: ctx.log,
+      uow, store, receiver, log: ctx.log,
       config: { coalesceMs: config.webhookCoalesceMs, backoffMs: config.webhookBackoffMs, timeoutMs: config.webhookTimeoutMs, concurrency: 64 },
     });
     await ctx.bus.subscribe("deliveries", EVENTS.collectionUpdated, (event) => engine.onCollectionUpdated(event));

@@ -30,6 +30,8 @@ export interface EngineConfig {
 
 export interface EngineDeps {
   uow: UnitOfWork<WebhooksStore>;
+  /** The store outside any unit of work (reads that need no transaction). */
+  store: Pick<WebhooksStore, "liveWebhook">;
   receiver: Receiver;
   log: Logger;
   config: EngineConfig;
@@ -82,6 +84,10 @@ export function createDeliveryEngine(deps: EngineDeps) {
     const p = event.payload as { collection_id?: number; kind?: string; published?: boolean; occurred_at?: string };
     const collectionId = Number(p.collection_id);
     if (!Number.isSafeInteger(collectionId)) return;
+    // Every change of every collection comes here and most collections have no webhook: one
+    // read, not a transaction of three statements, says there is nothing to do. (The unit below
+    // reads it again; a webhook set in between is no different from one set just after.)
+    if (!(await deps.store.liveWebhook(collectionId))) return;
     await uow(async (store) => {
       if (typeof p.published === "boolean") await store.setPublished(collectionId, p.published);
       // The change keeps its trace: the delivery that carries it, later, links back to it.
