@@ -20,7 +20,7 @@ import http2 from "node:http2";
 import { create, fromBinary, isMessage, toBinary, type DescMessage } from "@bufbuild/protobuf";
 import {
   appendHeaders, Code, ConnectError, createContextValues,
-  type ConnectRouter, type HandlerContext, type Interceptor, type MethodImplSpec, type Transport, type UnaryRequest, type UnaryResponse,
+  type ConnectRouter, type Interceptor, type MethodImplSpec, type Transport, type UnaryRequest, type UnaryResponse,
 } from "@connectrpc/connect";
 import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import {
@@ -28,7 +28,7 @@ import {
   requestHeader, trailerDemux, trailerMux, validateResponse,
 } from "@connectrpc/connect/protocol-connect";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
-import { collectImplementations } from "./direct-transport.js";
+import { chainInterceptors, collectImplementations, NEVER_ABORTED, unaryHandlerContext } from "./direct-transport.js";
 
 const { NGHTTP2_CANCEL } = http2.constants;
 /** Node gives header names in lower case; connect's constant is capitalised. */
@@ -60,7 +60,7 @@ const concat = (chunks: Buffer[], length: number): Buffer => (chunks.length === 
  * exported): a reset or destroyed stream is Aborted (the peer went away mid-call), a refused or
  * unreachable peer Unavailable, anything else Internal; the node error stays the cause.
  */
-export function connectErrorFromStreamFailure(reason: unknown): ConnectError {
+function connectErrorFromStreamFailure(reason: unknown): ConnectError {
   if (reason instanceof ConnectError) return reason;
   const codes = new Set<string>();
   for (let e: unknown = reason, depth = 0; e instanceof Error && depth < 8; e = (e as Error & { cause?: unknown }).cause, depth++) {
@@ -77,7 +77,7 @@ export function connectErrorFromStreamFailure(reason: unknown): ConnectError {
 }
 
 /** The Connect code of a stream the peer reset (none for NO_ERROR and STREAM_CLOSED), as connect-node maps it. */
-export function connectErrorFromResetCode(rstCode: number): ConnectError | undefined {
+function connectErrorFromResetCode(rstCode: number): ConnectError | undefined {
   const c = http2.constants;
   const code =
     rstCode === c.NGHTTP2_REFUSED_STREAM ? Code.Unavailable
@@ -178,9 +178,7 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
     });
   };
 
-  // The client interceptors wrapped around the sending once, first interceptor outermost (as
-  // Connect's applyInterceptors does per call).
-  const call = opts.interceptors.reduceRight<(r: UnaryRequest) => Promise<UnaryResponse>>((next, i) => i(next as never) as never, send);
+  const call = chainInterceptors(opts.interceptors, send);
 
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
@@ -190,7 +188,7 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
         header: requestHeader("unary", true, timeout, header, false),
         contextValues: contextValues ?? createContextValues(),
         message: isMessage(input, method.input) ? input : create(method.input, input as never),
-        signal: signal ?? NEVER,
+        signal: signal ?? NEVER_ABORTED,
       } as UnaryRequest;
       try {
         return await call(req) as never;
@@ -201,9 +199,6 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
     stream: (...args) => opts.streams.stream(...args),
   };
 }
-
-/** The signal of a call made without one: nothing aborts it. */
-const NEVER = new AbortController().signal;
 
 export interface UnaryFastPathOptions {
   /** Registers the services served, as for a ConnectRouter. */
@@ -268,14 +263,12 @@ export function createUnaryFastPath(opts: UnaryFastPathOptions): (req: http2.Htt
     // A peer that resets the stream before the answer cancels the call; a deadline ends it too.
     const onClose = () => { if (!answered) abort.abort(new ConnectError("the caller cancelled the call", Code.Canceled)); };
     stream.once("close", onClose);
-    const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-    const timer = deadline === undefined ? undefined
+    const timer = timeoutMs === undefined ? undefined
       : setTimeout(() => abort.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
-    const context: HandlerContext = {
-      service: spec.method.parent, method: spec.method, protocolName: "connect", requestMethod: "POST", url: req.url,
-      signal: abort.signal, timeoutMs: deadline === undefined ? noTimeout : () => deadline - Date.now(),
-      requestHeader: webHeaders(req.headers), responseHeader: new Headers(), responseTrailer: new Headers(), values: createContextValues(),
-    } as HandlerContext;
+    const context = unaryHandlerContext(spec.method, {
+      protocolName: "connect", url: req.url, signal: abort.signal, requestHeader: webHeaders(req.headers),
+      deadline: timeoutMs === undefined ? undefined : Date.now() + timeoutMs,
+    });
     let status = 200;
     let out: Uint8Array;
     let contentType = contentTypeUnaryProto;
@@ -317,4 +310,3 @@ function decodeRequest(schema: DescMessage, body: Uint8Array) {
   }
 }
 
-const noTimeout = () => undefined;

@@ -16,7 +16,7 @@ import {
 } from "@connectrpc/connect";
 import { getAbortSignalReason, invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import { create } from "@bufbuild/protobuf";
-import type { DescMessage, DescService } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
 
 export interface DirectTransportOptions {
   /** Registers the services of this process, as for a ConnectRouter. */
@@ -45,8 +45,33 @@ export function collectImplementations(routes: (router: ConnectRouter) => void):
   return specs;
 }
 
-/** The signal of an in-process call made without one: nothing aborts it. */
-const NEVER = new AbortController().signal;
+/** The signal of a call made without one: nothing aborts it. */
+export const NEVER_ABORTED = new AbortController().signal;
+
+/** One unary call, from its request to its response. */
+export type UnaryCall = (req: UnaryRequest) => Promise<UnaryResponse>;
+
+/**
+ * The interceptors wrapped around `last` once, first interceptor outermost (as Connect's
+ * applyInterceptors, which it does not export, does on every call).
+ */
+export function chainInterceptors(interceptors: Interceptor[], last: UnaryCall): UnaryCall {
+  return interceptors.reduceRight<UnaryCall>((next, i) => i(next as never) as never, last);
+}
+
+/**
+ * A unary handler's context without connect's two deadline timers and four abort controllers:
+ * the deadline (epoch ms) is known to the handler through timeoutMs(), and the signal is the one
+ * given. The server side gets context values of its own, as on another process.
+ */
+export function unaryHandlerContext(method: DescMethod, init: { protocolName: string; url: string; signal: AbortSignal; deadline?: number; requestHeader: Headers }): HandlerContext {
+  const { deadline } = init;
+  return {
+    service: method.parent, method, protocolName: init.protocolName, requestMethod: "POST", url: init.url,
+    signal: init.signal, timeoutMs: deadline === undefined ? noTimeout : () => deadline - Date.now(),
+    requestHeader: init.requestHeader, responseHeader: new Headers(), responseTrailer: new Headers(), values: createContextValues(),
+  } as HandlerContext;
+}
 
 /**
  * Connect's runUnaryCall and createHandlerContext give each call two deadline timers, four abort
@@ -62,13 +87,7 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
   /** The server side of a call: the handler context, the server interceptors, the handler. */
   const serve = async (req: UnaryRequest): Promise<UnaryResponse> => {
     const spec = specs.get(`${req.service.typeName}/${req.method.name}`) as MethodImplSpec<DescMessage, DescMessage> & { kind: "unary" };
-    const deadline = deadlines.get(req.header);
-    const context: HandlerContext = {
-      service: req.service, method: req.method, protocolName: "in-process", requestMethod: "POST", url: req.url,
-      // The server side gets its own context values, as it would on another process.
-      signal: req.signal, timeoutMs: deadline === undefined ? noTimeout : () => deadline - Date.now(),
-      requestHeader: req.header, responseHeader: new Headers(), responseTrailer: new Headers(), values: createContextValues(),
-    };
+    const context = unaryHandlerContext(req.method, { protocolName: "in-process", url: req.url, signal: req.signal, deadline: deadlines.get(req.header), requestHeader: req.header });
     const message = await invokeUnaryImplementation(spec, context, req.message, opts.serverInterceptors);
     return { stream: false, service: req.service, method: req.method, header: context.responseHeader, trailer: context.responseTrailer, message } as UnaryResponse;
   };
@@ -77,9 +96,7 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
    * interceptors may pass a copy of the request on, but with the same headers.
    */
   const deadlines = new WeakMap<Headers, number>();
-  // The client interceptors wrapped around the server side once, first interceptor outermost (as
-  // Connect's applyInterceptors does per call).
-  const call = opts.clientInterceptors.reduceRight<(req: UnaryRequest) => Promise<UnaryResponse>>((next, i) => i(next as never) as never, serve);
+  const call = chainInterceptors(opts.clientInterceptors, serve);
 
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
@@ -87,7 +104,7 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
       if (spec?.kind !== "unary") return opts.streams.unary(method, signal, timeoutMs, header, input, contextValues);
       const req: UnaryRequest = {
         stream: false, service: method.parent, method, requestMethod: "POST", url: `in-process:/${method.parent.typeName}/${method.name}`,
-        header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: create(method.input, input), signal: signal ?? NEVER,
+        header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: create(method.input, input), signal: signal ?? NEVER_ABORTED,
       } as UnaryRequest;
       if (timeoutMs !== undefined) deadlines.set(req.header, Date.now() + timeoutMs);
       try {
