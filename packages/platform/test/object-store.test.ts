@@ -5,7 +5,7 @@
 import test, { type ExecutionContext } from "ava";
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
@@ -16,6 +16,8 @@ import {
   ObjectTooLargeError,
   createFsObjectStore,
   createS3ObjectStore,
+  decodeTrailer,
+  encodeTrailer,
   freshCoverKeys,
   isStoreKey,
   mayBeCoverKey,
@@ -347,9 +349,12 @@ function walk(dir: string): string[] {
   return out;
 }
 
-registerSuite("fs", async () => {
+/** The filesystem store on a fresh root (trailer layout), or on one with a `.meta` folder (sidecar). */
+const fsBackend = (layout: "trailer" | "sidecar") => async (): Promise<Backend> => {
   const root = mkdtempSync(join(tmpdir(), "cms-objstore-"));
+  if (layout === "sidecar") mkdirSync(join(root, ".meta"));
   const store = createFsObjectStore(root);
+  if (store.layout !== layout) throw new Error(`expected the ${layout} layout, got ${store.layout}`);
   return {
     store,
     async list(prefix) { return walk(join(root, prefix)); },
@@ -364,7 +369,97 @@ registerSuite("fs", async () => {
     },
     async cleanup() { store.close(); rmSync(root, { recursive: true, force: true }); },
   };
-}, true);
+};
+registerSuite("fs", fsBackend("trailer"), true);
+// Stores created before the trailer keep their metadata files: the whole contract holds there too.
+registerSuite("fs-sidecar", fsBackend("sidecar"), true);
+
+test("[fs] trailer layout: one file per object, its bytes then the trailer; get and head give the bytes and their size alone", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "cms-objstore-trailer-"));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const store = createFsObjectStore(root);
+  t.is(store.layout, "trailer");
+  const data = randomBytes(1000);
+  const fromBuffer = await store.put("u/1/a.bin", data, { contentType: "image/png" });
+  const fromStream = await store.put("u/1/b.bin", chunked(data, 300), { contentType: "image/png" });
+  t.is(fromStream.etag, fromBuffer.etag);
+  t.false(existsSync(join(root, ".meta")), "no metadata folder");
+  t.deepEqual(readdirSync(join(root, "u/1")).sort(), ["a.bin", "b.bin"]);
+  for (const name of ["a.bin", "b.bin"]) {
+    const file = readFileSync(join(root, "u/1", name));
+    t.deepEqual(file, Buffer.concat([data, encodeTrailer({ contentType: "image/png", etag: fromBuffer.etag })]), `${name}: bytes, then the trailer`);
+    t.deepEqual(decodeTrailer(file.length, file, name), { meta: { contentType: "image/png", etag: fromBuffer.etag }, size: data.length });
+  }
+  t.deepEqual(await store.head("u/1/a.bin"), { size: 1000, contentType: "image/png", etag: fromBuffer.etag });
+  t.deepEqual(await readObject(store, "u/1/b.bin"), data);
+  await store.delete(["u/1/a.bin", "u/1/b.bin"]);
+  t.deepEqual(readdirSync(join(root, "u/1")), []);
+});
+
+test("[fs] trailer layout: sizes around the one-read threshold, a long content type, ranges past the end, empty objects", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "cms-objstore-trailer-"));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const store = createFsObjectStore(root);
+  const shortType = "application/octet-stream";
+  const longType = `application/x-${"a".repeat(6000)}`; // a trailer longer than the 4 KiB tail read
+  const trailerBytes = encodeTrailer({ contentType: shortType, etag: "0".repeat(32) }).length;
+  const sizes = [0, 1, 65_536 - trailerBytes - 1, 65_536 - trailerBytes, 65_536, 300_000];
+  for (const contentType of [shortType, longType]) {
+    for (const size of sizes) {
+      const data = randomBytes(size);
+      const key = `u/2/${size}-${contentType.length}.bin`;
+      await store.put(key, size % 2 ? chunked(data, 65_536) : data, { contentType });
+      const what = `${size} bytes, type of ${contentType.length}`;
+      t.deepEqual(await store.head(key), { size, contentType, etag: sha256(data).slice(0, 32) }, what);
+      const got = (await store.get(key))!;
+      t.is(got.info.size, size, what);
+      t.deepEqual(await readAll(got.body), data, `${what}: whole`);
+      if (size > 0) {
+        const from = Math.max(0, size - 5);
+        t.deepEqual(await readObject(store, key, { range: { start: from, end: size + 100 } }), data.subarray(from), `${what}: a range past the end stops at the bytes`);
+        t.deepEqual(await readObject(store, key, { range: { start: 0, end: 0 } }), data.subarray(0, 1), `${what}: the first byte`);
+      }
+      t.is((await readObject(store, key, { range: { start: size, end: size + 10 } }))!.length, 0, `${what}: a range after the bytes is empty`);
+    }
+  }
+});
+
+test("[fs] a store on a root with a .meta folder keeps the sidecar layout, and what it wrote reads back after a restart", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "cms-objstore-sidecar-"));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, ".meta"));
+  const first = createFsObjectStore(root);
+  t.is(first.layout, "sidecar");
+  const data = randomBytes(70_000);
+  await first.put("u/3/a.bin", data, { contentType: "image/jpeg" });
+  t.deepEqual(readFileSync(join(root, "u/3/a.bin")), data, "the file is the bytes alone");
+  t.true(existsSync(join(root, ".meta/u/3/a.bin.json")));
+  const again = createFsObjectStore(root);
+  t.is(again.layout, "sidecar");
+  t.deepEqual(await readObject(again, "u/3/a.bin"), data);
+  t.is((await again.head("u/3/a.bin"))?.contentType, "image/jpeg");
+  await again.delete(["u/3/a.bin"]);
+  t.false(existsSync(join(root, ".meta/u/3/a.bin.json")), "its metadata file goes with it");
+});
+
+test("[fs] in the trailer layout a file without a valid trailer is an error, never served as an object", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "cms-objstore-trailer-"));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const store = createFsObjectStore(root);
+  mkdirSync(join(root, "u/4"), { recursive: true });
+  writeFileSync(join(root, "u/4/small.bin"), "bytes without a trailer");
+  writeFileSync(join(root, "u/4/large.bin"), randomBytes(100_000));
+  for (const key of ["u/4/small.bin", "u/4/large.bin"]) {
+    await t.throwsAsync(store.get(key), { message: /no valid metadata trailer/ }, key);
+    await t.throwsAsync(store.head(key), { message: /no valid metadata trailer/ }, key);
+  }
+  const trailer = encodeTrailer({ contentType: "text/plain", etag: "e" });
+  t.throws(() => decodeTrailer(5, trailer, "x"), { message: /length beyond the file/ }, "a trailer longer than the file");
+  const broken = Buffer.from(trailer);
+  broken[0] = 0x7b + 1; // the JSON's first byte
+  t.throws(() => decodeTrailer(broken.length, broken, "x"), { message: /unreadable JSON/ });
+  t.deepEqual(decodeTrailer(100 + trailer.length, trailer.subarray(trailer.length - 12), "x"), { need: trailer.length }, "a tail too short asks for the trailer's length");
+});
 
 test("[fs] temporaries a dead writer left are removed when a store opens; recent ones (a write in progress) stay", async (t) => {
   const root = mkdtempSync(join(tmpdir(), "cms-objstore-stale-"));
