@@ -354,6 +354,18 @@ export interface OutboxRelay {
   drain(timeoutMs?: number): Promise<void>;
 }
 
+/** A row of the outbox table as the relay claims it. */
+interface OutboxRow {
+  seq: string;
+  id: string;
+  type: string;
+  payload: Record<string, unknown>;
+  headers: Record<string, string> | null;
+  occurred_at: Date | string;
+  attempts: number;
+  next_attempt_at: Date | string;
+}
+
 export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger, opts: { pollMs?: number; batch?: number; schema?: string } = {}): OutboxRelay {
   const schema = opts.schema ?? "unknown";
   const pollMs = opts.pollMs ?? 1000;
@@ -367,16 +379,21 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
     return db.transaction(async (trx) => {
       // One pass at a time per outbox, across replicas: two passes taking rows side by side
       // (SKIP LOCKED) would publish a later event before an earlier one of the same collection.
-      const { rows: [lock] } = await trx.raw("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outbox-relay')) AS ok");
-      if (!lock.ok) return 0;
-      const rows = await trx("outbox")
-        .select("seq", "id", "type", "payload", "headers", "occurred_at", "attempts")
-        .where("next_attempt_at", "<=", trx.fn.now())
-        .orderBy("seq")
-        .limit(batch)
-        .forUpdate()
-        .skipLocked();
-      const done: number[] = [];
+      // The lock is taken in the statement that claims the rows (a scalar subquery, evaluated
+      // once), and the rows are claimed by deleting them: a pass is three statements (BEGIN,
+      // this, COMMIT), and a row whose publish fails is written back with its next attempt
+      // before the commit. A pass that dies uncommitted leaves every row where it was.
+      const { rows } = await trx.raw<{ rows: OutboxRow[] }>(
+        `DELETE FROM outbox WHERE seq IN (
+           SELECT seq FROM outbox
+           WHERE (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outbox-relay'))) AND next_attempt_at <= now()
+           ORDER BY seq LIMIT ? FOR UPDATE SKIP LOCKED)
+         RETURNING *`,
+        [batch],
+      );
+      // RETURNING follows no order: publish in the order the events were written.
+      rows.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
+      const failed: OutboxRow[] = [];
       for (const row of rows) {
         const event: BusEvent = {
           id: row.id,
@@ -387,17 +404,18 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
         };
         try {
           await publishTraced(event);
-          done.push(row.seq);
         } catch (err) {
-          const delayMs = Math.min(60_000, 250 * 2 ** Math.min(row.attempts, 8));
           log.warn({ err, event: event.type, id: event.id, attempt: row.attempts + 1 }, "event publish failed; retrying later");
-          await trx("outbox").where({ seq: row.seq }).update({
-            attempts: row.attempts + 1,
-            next_attempt_at: trx.raw(`now() + (? || ' milliseconds')::interval`, [String(delayMs)]),
-          });
+          failed.push(row);
         }
       }
-      if (done.length) await trx("outbox").whereIn("seq", done).delete();
+      if (failed.length) {
+        await trx("outbox").insert(failed.map((row) => ({
+          ...row,
+          attempts: row.attempts + 1,
+          next_attempt_at: trx.raw(`now() + (? || ' milliseconds')::interval`, [String(Math.min(60_000, 250 * 2 ** Math.min(row.attempts, 8)))]),
+        })));
+      }
       return rows.length;
     });
   }

@@ -124,6 +124,41 @@ test("a handler that throws gets the event again (at least once); the row goes a
   t.is(await outboxCount(db), 0);
 });
 
+test("a failed publish keeps its event as it was (seq, id, payload, trace headers), one attempt more and later; the pass goes on with the rest", async (t) => {
+  const db = await freshSchema();
+  const inner = createLocalTransport(log);
+  let failFor: string | undefined;
+  // Fails the publish itself (not a handler), once, for one event.
+  const transport: BusTransport = { ...inner, async publish(e) { if (e.id === failFor) { failFor = undefined; throw new Error("broker down"); } await inner.publish(e); } };
+  const relay = createOutboxRelay(db, transport, log);
+  t.teardown(async () => { await relay.stop(); await inner.close(); });
+  const seen: number[] = [];
+  const headersOf = new Map<number, Record<string, string>>();
+  await inner.subscribe("sub", "n", async (e) => { seen.push(e.payload.n as number); headersOf.set(e.payload.n as number, e.headers); });
+  const ids = await db.transaction(async (trx) => [await enqueueEvent(trx, "n", { n: 1 }), await enqueueEvent(trx, "n", { n: 2 }), await enqueueEvent(trx, "n", { n: 3 })]);
+  await db("outbox").where({ id: ids[0] }).update({ headers: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" } });
+  const before = await db("outbox").where({ id: ids[0] }).first();
+  failFor = ids[0];
+  t.is(await (relay as unknown as { drain(ms?: number): Promise<void> }).drain(5_000).then(() => seen.length), 3);
+  t.deepEqual(seen.slice(0, 2), [2, 3], "the rest went out in the same pass");
+  t.deepEqual(seen[2], 1, "the failed one on a later pass");
+  t.is(await outboxCount(db), 0);
+  // What the failed pass wrote back, seen by failing the same event on every pass.
+  const again = await db.transaction((trx) => enqueueEvent(trx, "n", { n: 4 }));
+  const row0 = await db("outbox").where({ id: again }).first();
+  const failing: BusTransport = { ...inner, async publish() { throw new Error("broker down"); } };
+  const stuck = createOutboxRelay(db, failing, log);
+  const drainStarted = Date.now();
+  await t.throwsAsync(stuck.drain(300));
+  const row1 = await db("outbox").where({ id: again }).first();
+  t.is(row1.seq, row0.seq, "same seq: it keeps its place in the order");
+  t.deepEqual(row1.payload, { n: 4 });
+  t.true(row1.attempts >= 1, "its failed attempts are counted");
+  t.true(new Date(row1.next_attempt_at).getTime() >= drainStarted + 200, "the next attempt is later (at least 250 ms after a failure)");
+  t.deepEqual(new Date(row1.occurred_at), new Date(row0.occurred_at));
+  t.is(headersOf.get(1)?.traceparent, before.headers.traceparent, "the retried event still carries the context it was written in");
+});
+
 test("events of one outbox are published in commit order", async (t) => {
   const { db, transport, relay } = await localHarness(t);
   const seen: number[] = [];
