@@ -272,7 +272,8 @@ function clampRange(size: number, range: { start: number; end: number } | undefi
   return start <= end ? { start, end } : undefined;
 }
 
-const isMissing = (err: unknown) => ["ENOENT", "ENOTDIR"].includes((err as NodeJS.ErrnoException).code ?? "");
+// EISDIR: a key can name a folder of the store (a user's or a collection's), which is no object.
+const isMissing = (err: unknown) => ["ENOENT", "ENOTDIR", "EISDIR"].includes((err as NodeJS.ErrnoException).code ?? "");
 
 export function createFsObjectStore(root: string): ObjectStore & { readonly layout: FsStoreLayout } {
   const base = resolve(root);
@@ -347,6 +348,7 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
       return { info: await readTrailer(fh, key), fh };
     } catch (err) {
       await fh.close().catch(() => {});
+      if (isMissing(err)) return undefined;
       throw err;
     }
   }

@@ -330,6 +330,14 @@ function registerSuite(kind: string, make: () => Promise<Backend>, enabled: bool
     await b.store.delete([`${p}a`, `${p}a.meta.json`]);
   });
 
+  reg("folder", "a key naming a folder of keys (a user's, a collection's) is no object", async (t) => {
+    const p = prefix();
+    await b.store.put(`${p}c1/a.bin`, Buffer.from("x"), { contentType: "text/plain" });
+    t.is(await b.store.head(`${p}c1`), undefined);
+    t.is(await b.store.get(`${p}c1`), undefined);
+    await b.store.delete([`${p}c1/a.bin`]);
+  });
+
   reg("escape", "keys that escape the key space are refused", async (t) => {
     for (const key of ["../escape.txt", "/abs/file", "a//b", "store://../x", ""]) {
       await t.throwsAsync(b.store.put(key, Buffer.from("x"), { contentType: "text/plain" }), undefined, JSON.stringify(key));
