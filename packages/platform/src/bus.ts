@@ -15,7 +15,7 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation } from "@o
 import type { Knex } from "knex";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "./logger.js";
-import type { Migration } from "./db.js";
+import { prepared, type Migration } from "./db.js";
 import { observeConsumer, recordConsumed, recordPublished, secondsSince } from "./metrics.js";
 import { tracer } from "./telemetry.js";
 
@@ -382,15 +382,16 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
       // The lock is taken in the statement that claims the rows (a scalar subquery, evaluated
       // once), and the rows are claimed by deleting them: a pass is three statements (BEGIN,
       // this, COMMIT), and a row whose publish fails is written back with its next attempt
-      // before the commit. A pass that dies uncommitted leaves every row where it was.
-      const { rows } = await trx.raw<{ rows: OutboxRow[] }>(
+      // before the commit. A pass that dies uncommitted leaves every row where it was. Prepared:
+      // a pass runs after every unit of work that wrote events.
+      const { rows } = await prepared(trx.raw<{ rows: OutboxRow[] }>(
         `DELETE FROM outbox WHERE seq IN (
            SELECT seq FROM outbox
            WHERE (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outbox-relay'))) AND next_attempt_at <= now()
            ORDER BY seq LIMIT ? FOR UPDATE SKIP LOCKED)
          RETURNING *`,
         [batch],
-      );
+      ));
       // RETURNING follows no order: publish in the order the events were written.
       rows.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
       const failed: OutboxRow[] = [];

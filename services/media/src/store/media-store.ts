@@ -368,13 +368,14 @@ export function createMediaStore(q: Queryable): MediaStore {
 
     async unreferencedKeys(keys) {
       if (!keys.length) return [];
-      const { rows } = await q.raw(
+      // Prepared: every removal of replaced or deleted objects asks it (one text, one array).
+      const { rows } = await prepared(q.raw(
         `SELECT k FROM unnest(?::text[]) AS k WHERE NOT EXISTS (SELECT 1 FROM media WHERE main_url = k)
            AND NOT EXISTS (SELECT 1 FROM media WHERE thumbnail_url = k)
            AND NOT EXISTS (SELECT 1 FROM media WHERE background_image_url = k)
            AND NOT EXISTS (SELECT 1 FROM pending_uploads WHERE store_key = k)`,
         [keys],
-      );
+      ));
       return rows.map((r: { k: string }) => r.k);
     },
     async isReferenced(storeKey) {

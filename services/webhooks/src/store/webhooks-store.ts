@@ -1,5 +1,5 @@
 /** The webhooks schema behind the store port the application uses (knex adapter). */
-import type { Queryable } from "@cms/platform";
+import { prepared, type Queryable } from "@cms/platform";
 import type { Change } from "../domain/deliveries.js";
 
 export interface WebhookRow {
@@ -103,7 +103,8 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
   const live = () => q("webhooks").whereNull("removed_at");
   return {
     async liveWebhook(collectionId, opts = {}) {
-      const query = live().where({ collection_id: collectionId }).first(WEBHOOK_COLUMNS);
+      // Prepared: the consumer asks it for every change of every collection.
+      const query = prepared(live().where({ collection_id: collectionId }).first(WEBHOOK_COLUMNS));
       if (opts.forUpdate) query.forUpdate();
       return query;
     },
