@@ -4,7 +4,7 @@
  * stored as `<user_id>/<collection_id>/<ts>_<name>`). Writes are all-or-nothing: a failed or
  * short write leaves no object behind.
  */
-import { createReadStream, createWriteStream, existsSync } from "node:fs";
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir, readFile, readdir, rename, rm, stat, unlink, writeFile, open, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID, createHash } from "node:crypto";
@@ -221,8 +221,38 @@ export async function removeStaleTemporaries(root: string, olderThanMs = STALE_T
  * - sidecar (stores written before the trailer, recognised by their `.meta` folder): the file
  *   is the bytes alone and `.meta/<key>.json` holds the metadata. Such a store keeps that layout
  *   for every object, old and new, so nothing in it has to be rewritten.
+ *
+ * The layout is written down in `.layout` the first time a store opens, and read from there
+ * afterwards: a `.meta` folder that an older version made later in a trailer store (run against
+ * the same DATA_DIR after a downgrade) does not turn it into a sidecar store whose every object
+ * would then be read with its trailer as data; such an object is refused instead.
  */
 export type FsStoreLayout = "trailer" | "sidecar";
+
+/** The layout of the store at `base`, recorded in `.layout` on first sight. */
+function fsStoreLayout(base: string): FsStoreLayout {
+  const file = join(base, ".layout");
+  const recorded = () => {
+    try {
+      const v = readFileSync(file, "utf8").trim();
+      return v === "trailer" || v === "sidecar" ? v : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const known = recorded();
+  if (known) return known;
+  const layout: FsStoreLayout = existsSync(join(base, ".meta")) ? "sidecar" : "trailer";
+  mkdirSync(base, { recursive: true });
+  try {
+    writeFileSync(file, `${layout}\n`, { flag: "wx" });
+  } catch (err) {
+    // Another process opening the same new store wrote it first: its word stands.
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    return recorded() ?? layout;
+  }
+  return layout;
+}
 
 const TRAILER_MAGIC = Buffer.from("\0cms-obj", "latin1");
 /** Length and magic at the very end of a trailer-layout file. */
@@ -279,7 +309,7 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
   const base = resolve(root);
   const metaBase = join(base, ".meta");
   const tmpBase = join(base, ".tmp");
-  const layout: FsStoreLayout = existsSync(metaBase) ? "sidecar" : "trailer";
+  const layout = fsStoreLayout(base);
   // Every process that opens the store clears what dead writers left; a crash means a restart.
   removeStaleTemporaries(base).catch(() => {});
   const pathOf = (key: string) => {

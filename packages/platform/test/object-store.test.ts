@@ -450,6 +450,32 @@ test("[fs] a store on a root with a .meta folder keeps the sidecar layout, and w
   t.false(existsSync(join(root, ".meta/u/3/a.bin.json")), "its metadata file goes with it");
 });
 
+test("[fs] the layout is recorded when a store first opens: a .meta folder made later (an older version after a downgrade) does not change it", async (t) => {
+  const root = join(mkdtempSync(join(tmpdir(), "cms-objstore-layout-")), "objects");
+  t.teardown(() => rmSync(join(root, ".."), { recursive: true, force: true }));
+  const first = createFsObjectStore(root);
+  t.is(readFileSync(join(root, ".layout"), "utf8"), "trailer\n");
+  const data = randomBytes(100);
+  await first.put("u/5/new.bin", data, { contentType: "text/plain" });
+  // What an older version would leave: the bytes alone, and their metadata file.
+  mkdirSync(join(root, ".meta/u/5"), { recursive: true });
+  writeFileSync(join(root, ".meta/u/5/old.bin.json"), JSON.stringify({ contentType: "text/plain", etag: "e" }));
+  writeFileSync(join(root, "u/5/old.bin"), "old bytes");
+  const reopened = createFsObjectStore(root);
+  t.is(reopened.layout, "trailer");
+  t.deepEqual(await readObject(reopened, "u/5/new.bin"), data, "the trailer store's objects read as they were written");
+  await t.throwsAsync(readObject(reopened, "u/5/old.bin"), { message: /no valid metadata trailer/ }, "refused, not served with wrong bytes");
+  // Two processes opening one new store at once agree.
+  const shared = join(root, "..", "shared");
+  const layouts = [createFsObjectStore(shared), createFsObjectStore(shared)].map((st) => st.layout);
+  t.deepEqual(layouts, ["trailer", "trailer"]);
+  // A store made before the trailer is recorded as sidecar on its first open under this version.
+  const legacy = join(root, "..", "legacy");
+  mkdirSync(join(legacy, ".meta"), { recursive: true });
+  t.is(createFsObjectStore(legacy).layout, "sidecar");
+  t.is(readFileSync(join(legacy, ".layout"), "utf8"), "sidecar\n");
+});
+
 test("[fs] in the trailer layout a file without a valid trailer is an error, never served as an object", async (t) => {
   const root = mkdtempSync(join(tmpdir(), "cms-objstore-trailer-"));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
