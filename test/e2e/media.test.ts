@@ -490,7 +490,7 @@ test("media.list's page, prepared, reads the order index in its generic plan too
   // The statement as the store sends it: the prepared one that carries this collection's id.
   const sent: Array<{ sql: string; bindings: unknown[] }> = [];
   const listen = (q: { sql: string; bindings: unknown[]; options?: { cmsPrepared?: boolean } }) => {
-    if (q.options?.cmsPrepared && q.sql.includes("count(*)") && q.bindings.includes(collection.id)) sent.push(q);
+    if (q.options?.cmsPrepared && q.sql.includes(" as \"total\"") && q.bindings.includes(collection.id)) sent.push(q);
   };
   db.on("query", listen);
   try {
@@ -500,6 +500,7 @@ test("media.list's page, prepared, reads the order index in its generic plan too
   }
   t.is(sent.length, 1);
   const { sql, bindings } = sent[0]!;
+  t.true(sql.includes("media_list_counts"), "an unfiltered page reads the collection's kept count, it does not count its rows");
   const plan = await db.transaction(async (trx) => {
     await trx.raw(`PREPARE generic_media_page AS ${sql}`);
     // Only scans of an index are left to the planner; a statement whose text does not imply

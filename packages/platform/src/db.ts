@@ -71,9 +71,11 @@ export interface Migration {
  * end has no row to carry the total, so it is then counted on its own. The page is a prepared
  * statement: its text takes one form per combination of the list's filters.
  */
-export async function pageWithTotal<T extends object>(filtered: Knex.QueryBuilder, page: (qb: Knex.QueryBuilder) => Knex.QueryBuilder): Promise<{ rows: T[]; total: number }> {
-  const rows = (await prepared(page(filtered.clone()).select(filtered.clone().count("*").as("total")))) as Array<T & { total?: unknown }>;
-  const total = rows.length ? Number(rows[0]!.total) : Number((await filtered.clone().count<Array<{ total: number }>>("* as total"))[0]!.total);
+export async function pageWithTotal<T extends object>(filtered: Knex.QueryBuilder, page: (qb: Knex.QueryBuilder) => Knex.QueryBuilder, kept?: Knex.QueryBuilder): Promise<{ rows: T[]; total: number }> {
+  // `kept`: a one-value query of a total the database maintains (a per-collection count), read
+  // instead of counting; a page without a row, or a total it does not have, is counted.
+  const rows = (await prepared(page(filtered.clone()).select((kept ?? filtered.clone().count("*")).as("total")))) as Array<T & { total?: unknown }>;
+  const total = rows.length && rows[0]!.total != null ? Number(rows[0]!.total) : Number((await filtered.clone().count<Array<{ total: number }>>("* as total"))[0]!.total);
   for (const r of rows) delete r.total;
   return { rows, total };
 }

@@ -209,8 +209,11 @@ export function createMediaStore(q: Queryable): MediaStore {
       return media().whereIn("id", ids).orderBy("position").select(MEDIA_COLUMNS);
     },
     async listPage(l) {
-      // The page comes straight from the (collection_id, position, id) index.
-      return pageWithTotal<MediaRow>(listed(l, true), (page) => page.select(MEDIA_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset));
+      // The page comes straight from the (collection_id, position, id) index; without a filter
+      // its total is the collection's kept count (media_list_counts), not a count of its rows.
+      const filtered = Boolean(l.tag || l.viewer || l.nameContains);
+      const kept = filtered ? undefined : q("media_list_counts").where({ collection_id: l.collectionId }).select(q.raw(l.includeArchived ? "listed + archived" : "listed"));
+      return pageWithTotal<MediaRow>(listed(l, true), (page) => page.select(MEDIA_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset), kept);
     },
     async listCounts(l) {
       const [{ all, archived }] = await active(l.collectionId).select(q.raw("count(*) AS all"), q.raw("count(*) FILTER (WHERE is_archived) AS archived"));

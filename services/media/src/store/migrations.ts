@@ -195,4 +195,38 @@ export const mediaMigrations: MigrationList = [
       await knex.raw("DROP INDEX IF EXISTS media_collection_order");
     },
   }],
+  // media.list's total without a count: each collection's rows that are not deleted, archived
+  // and not, kept by triggers on every write that can change them (inserts, deletes, and updates
+  // of collection_id, is_deleted or is_archived), so no code path can forget it. The writes that
+  // change them already hold their collections' locks (lockCollections, in id order), so the
+  // count row adds no wait and no new lock order.
+  ["20270201000000_media_list_counts", {
+    async up(knex) {
+      // No write between the backfill and the triggers: writers wait for the migration.
+      await knex.raw("LOCK TABLE media IN SHARE ROW EXCLUSIVE MODE");
+      await knex.raw(`CREATE TABLE media_list_counts (
+        collection_id bigint PRIMARY KEY,
+        listed bigint NOT NULL DEFAULT 0,
+        archived bigint NOT NULL DEFAULT 0)`);
+      await knex.raw(`CREATE FUNCTION media_list_counts_apply() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+          IF TG_OP <> 'INSERT' AND NOT OLD.is_deleted THEN
+            UPDATE media_list_counts SET listed = listed - (NOT OLD.is_archived)::int, archived = archived - OLD.is_archived::int
+              WHERE collection_id = OLD.collection_id;
+          END IF;
+          IF TG_OP <> 'DELETE' AND NOT NEW.is_deleted THEN
+            INSERT INTO media_list_counts AS c (collection_id, listed, archived) VALUES (NEW.collection_id, (NOT NEW.is_archived)::int, NEW.is_archived::int)
+              ON CONFLICT (collection_id) DO UPDATE SET listed = c.listed + excluded.listed, archived = c.archived + excluded.archived;
+          END IF;
+          RETURN NULL;
+        END $$`);
+      await knex.raw("CREATE TRIGGER media_list_counts_rows AFTER INSERT OR DELETE ON media FOR EACH ROW EXECUTE FUNCTION media_list_counts_apply()");
+      await knex.raw(`CREATE TRIGGER media_list_counts_changes AFTER UPDATE OF collection_id, is_deleted, is_archived ON media FOR EACH ROW
+        WHEN (OLD.collection_id IS DISTINCT FROM NEW.collection_id OR OLD.is_deleted IS DISTINCT FROM NEW.is_deleted OR OLD.is_archived IS DISTINCT FROM NEW.is_archived)
+        EXECUTE FUNCTION media_list_counts_apply()`);
+      await knex.raw(`INSERT INTO media_list_counts (collection_id, listed, archived)
+        SELECT collection_id, count(*) FILTER (WHERE NOT is_archived), count(*) FILTER (WHERE is_archived) FROM media WHERE NOT is_deleted GROUP BY collection_id`);
+    },
+  }],
 ];
