@@ -42,6 +42,7 @@ export const mediaModule: ServiceModule = {
     const jobs = {
       upload_cleanup: (args: Record<string, unknown>) => app.jobs.uploadCleanup(nowOf(args)),
       upload_finalize: (args: Record<string, unknown>) => app.jobs.uploadFinalize(nowOf(args)),
+      list_counts_fold: () => app.jobs.listCountsFold(),
     };
     const timers: NodeJS.Timeout[] = [];
     const every = (name: keyof typeof jobs, ms: number) => {
@@ -57,6 +58,8 @@ export const mediaModule: ServiceModule = {
       async start() {
         every("upload_cleanup", 10 * MINUTE);
         every("upload_finalize", MINUTE / 2);
+        // Often: a read of a collection's total sums the changes not folded yet.
+        every("list_counts_fold", MINUTE / 12);
       },
       async stop() {
         for (const t of timers) clearInterval(t);

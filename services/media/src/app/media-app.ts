@@ -57,6 +57,8 @@ export function createMediaApp(deps: MediaDeps) {
       uploadCleanup: (now: Date) => exclusive("upload_cleanup", () => chunked.cleanupExpiredSessions(now)),
       /** One-call upload rows whose bytes landed unseen (presigned S3 PUT), or never came. */
       uploadFinalize: (now: Date) => exclusive("upload_finalize", () => pending.finalizeJob(now)),
+      /** media.list's kept totals: the changes the triggers appended, moved into the counts. */
+      listCountsFold: () => exclusive("list_counts_fold", async () => ({ folded: await deps.stores.media.foldListCounts() })),
     },
   };
 }

@@ -133,6 +133,11 @@ export interface MediaStore {
    * replica at a time runs a job without a transaction held open for the job's length.
    */
   claimLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Moves the list counts' appended changes into the per-collection counts (at most `batch`
+   * a statement, until none is left); how many changes were moved.
+   */
+  foldListCounts(batch?: number): Promise<number>;
   releaseLease(name: string, holder: string): Promise<void>;
 }
 
@@ -174,6 +179,12 @@ export function mediaSearchPlanSql(q: Queryable, query: string, ownerUserId: str
 }
 
 /** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
+/** A collection's kept list total: its count row plus the changes not folded into it yet. */
+const keptTotal = (column: string) => `coalesce((SELECT ${column} FROM media_list_counts WHERE collection_id = ?), 0)
+  + coalesce((SELECT sum(${column}) FROM media_list_count_changes WHERE collection_id = ?), 0)`;
+const KEPT_LISTED = keptTotal("listed");
+const KEPT_LISTED_AND_ARCHIVED = keptTotal("listed + archived");
+
 export function createMediaStore(q: Queryable): MediaStore {
   const media = () => q("media");
   // The constant conditions are SQL literals, not bound values: the list page is a prepared
@@ -212,7 +223,7 @@ export function createMediaStore(q: Queryable): MediaStore {
       // The page comes straight from the (collection_id, position, id) index; without a filter
       // its total is the collection's kept count (media_list_counts), not a count of its rows.
       const filtered = Boolean(l.tag || l.viewer || l.nameContains);
-      const kept = filtered ? undefined : q("media_list_counts").where({ collection_id: l.collectionId }).select(q.raw(l.includeArchived ? "listed + archived" : "listed"));
+      const kept = filtered ? undefined : q.select(q.raw(l.includeArchived ? KEPT_LISTED_AND_ARCHIVED : KEPT_LISTED, [l.collectionId, l.collectionId]));
       return pageWithTotal<MediaRow>(listed(l, true), (page) => page.select(MEDIA_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset), kept);
     },
     async listCounts(l) {
@@ -386,6 +397,24 @@ export function createMediaStore(q: Queryable): MediaStore {
       return rows.length > 0;
     },
 
+    async foldListCounts(batch = 50_000) {
+      let moved = 0;
+      for (;;) {
+        const { rows } = await q.raw(
+          `WITH moved AS (
+             DELETE FROM media_list_count_changes WHERE id IN (SELECT id FROM media_list_count_changes ORDER BY id LIMIT ?)
+             RETURNING collection_id, listed, archived),
+           folded AS (
+             INSERT INTO media_list_counts AS c (collection_id, listed, archived)
+             SELECT collection_id, sum(listed), sum(archived) FROM moved GROUP BY collection_id
+             ON CONFLICT (collection_id) DO UPDATE SET listed = c.listed + excluded.listed, archived = c.archived + excluded.archived)
+           SELECT count(*)::int AS n FROM moved`,
+          [batch],
+        );
+        moved += rows[0].n;
+        if (rows[0].n < batch) return moved;
+      }
+    },
     async claimLease(name, holder, ttlMs) {
       const { rows } = await q.raw(
         `INSERT INTO job_leases AS l (name, holder, expires_at) VALUES (?, ?, now() + ? * interval '1 millisecond')

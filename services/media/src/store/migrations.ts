@@ -197,9 +197,8 @@ export const mediaMigrations: MigrationList = [
   }],
   // media.list's total without a count: each collection's rows that are not deleted, archived
   // and not, kept by triggers on every write that can change them (inserts, deletes, and updates
-  // of collection_id, is_deleted or is_archived), so no code path can forget it. The writes that
-  // change them already hold their collections' locks (lockCollections, in id order), so the
-  // count row adds no wait and no new lock order.
+  // of collection_id, is_deleted or is_archived), so no code path can forget it. (The next
+  // migration makes the triggers append changes instead of updating this row.)
   ["20270201000000_media_list_counts", {
     async up(knex) {
       // No write between the backfill and the triggers: writers wait for the migration.
@@ -227,6 +226,33 @@ export const mediaMigrations: MigrationList = [
         EXECUTE FUNCTION media_list_counts_apply()`);
       await knex.raw(`INSERT INTO media_list_counts (collection_id, listed, archived)
         SELECT collection_id, count(*) FILTER (WHERE NOT is_archived), count(*) FILTER (WHERE is_archived) FROM media WHERE NOT is_deleted GROUP BY collection_id`);
+    },
+  }],
+  // The triggers append a change row instead of updating the collection's count row: an update
+  // would hold that row locked to the end of the writer's transaction, and a writer that
+  // changed a row of the collection before waiting on it (media.archive takes no collection
+  // lock) would deadlock with one that renumbers the collection after changing its count
+  // (media.delete). Appended rows lock nothing that anyone waits for. The total is the count
+  // row plus the collection's changes; the list_counts_fold job moves changes into the counts.
+  ["20270201000100_media_list_count_changes", {
+    async up(knex) {
+      await knex.raw(`CREATE TABLE media_list_count_changes (
+        id bigserial PRIMARY KEY,
+        collection_id bigint NOT NULL,
+        listed integer NOT NULL,
+        archived integer NOT NULL)`);
+      await knex.raw("CREATE INDEX media_list_count_changes_collection ON media_list_count_changes (collection_id)");
+      await knex.raw(`CREATE OR REPLACE FUNCTION media_list_counts_apply() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+          IF TG_OP <> 'INSERT' AND NOT OLD.is_deleted THEN
+            INSERT INTO media_list_count_changes (collection_id, listed, archived) VALUES (OLD.collection_id, -(NOT OLD.is_archived)::int, -(OLD.is_archived::int));
+          END IF;
+          IF TG_OP <> 'DELETE' AND NOT NEW.is_deleted THEN
+            INSERT INTO media_list_count_changes (collection_id, listed, archived) VALUES (NEW.collection_id, (NOT NEW.is_archived)::int, NEW.is_archived::int);
+          END IF;
+          RETURN NULL;
+        END $$`);
     },
   }],
 ];
