@@ -178,13 +178,13 @@ export function mediaSearchPlanSql(q: Queryable, query: string, ownerUserId: str
   return [sql, bindings];
 }
 
-/** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
 /** A collection's kept list total: its count row plus the changes not folded into it yet. */
 const keptTotal = (column: string) => `coalesce((SELECT ${column} FROM media_list_counts WHERE collection_id = ?), 0)
   + coalesce((SELECT sum(${column}) FROM media_list_count_changes WHERE collection_id = ?), 0)`;
 const KEPT_LISTED = keptTotal("listed");
 const KEPT_LISTED_AND_ARCHIVED = keptTotal("listed + archived");
 
+/** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
 export function createMediaStore(q: Queryable): MediaStore {
   const media = () => q("media");
   // The constant conditions are SQL literals, not bound values: the list page is a prepared
@@ -221,7 +221,7 @@ export function createMediaStore(q: Queryable): MediaStore {
     },
     async listPage(l) {
       // The page comes straight from the (collection_id, position, id) index; without a filter
-      // its total is the collection's kept count (media_list_counts), not a count of its rows.
+      // its total is the collection's kept total (keptTotal), not a count of its rows.
       const filtered = Boolean(l.tag || l.viewer || l.nameContains);
       const kept = filtered ? undefined : q.select(q.raw(l.includeArchived ? KEPT_LISTED_AND_ARCHIVED : KEPT_LISTED, [l.collectionId, l.collectionId]));
       return pageWithTotal<MediaRow>(listed(l, true), (page) => page.select(MEDIA_COLUMNS).orderBy([{ column: "position" }, { column: "id" }]).limit(l.limit).offset(l.offset), kept);
