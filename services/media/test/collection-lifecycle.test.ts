@@ -52,6 +52,21 @@ test("soft_deleted hides the collections' media and their link rows elsewhere; t
   t.false("owner_user_id" in events[0]!.payload, "the media service does not know the owner of the collection event");
 });
 
+test("soft_deleted takes the parents' collection locks before it touches any of their rows (media.delete holds one while it renumbers)", async (t) => {
+  const { app, stores } = await world();
+  const order: string[] = [];
+  const { media } = stores;
+  const lock = media.lockCollections.bind(media);
+  const hide = media.hideLinksTo.bind(media);
+  const hideOwn = media.hideWithCollections.bind(media);
+  media.lockCollections = async (ids) => { order.push(`lock ${[...ids].sort((a, b) => a - b).join(",")}`); return lock(ids); };
+  media.hideLinksTo = async (childIds, except) => { order.push("hide links"); return hide(childIds, except); };
+  media.hideWithCollections = async (ids) => { order.push("hide own"); return hideOwn(ids); };
+  await app.lifecycle.applyLifecycle({ collectionIds: [20], action: "soft_deleted", version: 1 });
+  t.is(order[0], "lock 10,30", "both parents of 20's link rows, in id order, first");
+  t.true(order.indexOf("hide links") > 0 && order.indexOf("hide own") > 0);
+});
+
 test("a parent deleted with its child keeps the child's link row as its own media (restored with it)", async (t) => {
   const { app, state, ids } = await world();
   await app.lifecycle.applyLifecycle({ collectionIds: [10, 20], action: "soft_deleted", version: 1 });

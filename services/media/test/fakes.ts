@@ -144,6 +144,9 @@ function fakeMediaStore(s: State): MediaStore {
       for (const r of rows) touch(r, { is_deleted: true, deleted_at: now(), deleted_with_collection: true });
       return rows.length;
     },
+    async parentsLinkingTo(childIds, except) {
+      return [...new Set(s.media.filter((r) => r.linked_collection_id !== null && childIds.includes(r.linked_collection_id) && !except.includes(r.collection_id) && !r.is_deleted).map((r) => r.collection_id))];
+    },
     async hideLinksTo(childIds, except) {
       const rows = s.media.filter((r) => r.linked_collection_id !== null && childIds.includes(r.linked_collection_id) && !except.includes(r.collection_id) && !r.is_deleted);
       for (const r of rows) touch(r, { is_deleted: true, deleted_at: now(), deleted_with_collection: true });

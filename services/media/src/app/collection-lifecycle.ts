@@ -41,6 +41,11 @@ export function createCollectionLifecycle({ unitOfWork, log }: Pick<MediaDeps, "
       if (!applied.length) return 0;
       switch (change.action) {
         case "soft_deleted": {
+          // The parents' locks before any of their rows: media.delete in a parent holds its lock
+          // while it renumbers the parent's rows, link rows included, so hiding a link row first
+          // and then waiting for the lock could deadlock with it. (A link made in between is
+          // hidden all the same; its parent is locked below, as before.)
+          await media.lockCollections(await media.parentsLinkingTo(applied, ids));
           const own = await media.hideWithCollections(applied);
           // The link rows that show these collections inside other collections go with them.
           const parents = await media.hideLinksTo(applied, ids);

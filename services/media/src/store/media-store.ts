@@ -101,6 +101,8 @@ export interface MediaStore {
   claimLifecycle(collectionIds: number[], version: number, action: LifecycleAction): Promise<number[]>;
   /** Hides the non-deleted rows of the collections with them; how many. */
   hideWithCollections(collectionIds: number[]): Promise<number>;
+  /** The collections (not in `except`) that show one of these collections by a visible link row. */
+  parentsLinkingTo(childIds: number[], except: number[]): Promise<number[]>;
   /** Hides the link rows showing these collections inside other collections (not in `except`); their parents, one per row. */
   hideLinksTo(childIds: number[], except: number[]): Promise<number[]>;
   /** Brings back the rows hidden with the collections; how many. */
@@ -334,6 +336,12 @@ export function createMediaStore(q: Queryable): MediaStore {
       if (!collectionIds.length) return 0;
       return media().whereIn("collection_id", collectionIds).where({ is_deleted: false })
         .update({ is_deleted: true, deleted_at: q.fn.now(), deleted_with_collection: true, updated_at: q.fn.now() });
+    },
+    async parentsLinkingTo(childIds, except) {
+      if (!childIds.length) return [];
+      const rows: Array<{ collection_id: number }> = await media().whereIn("linked_collection_id", childIds).whereNotIn("collection_id", except)
+        .where({ is_deleted: false }).distinct("collection_id");
+      return rows.map((r) => Number(r.collection_id));
     },
     async hideLinksTo(childIds, except) {
       if (!childIds.length) return [];
