@@ -243,13 +243,14 @@ function fsStoreLayout(base: string): FsStoreLayout {
   const known = recorded();
   if (known) return known;
   const layout: FsStoreLayout = existsSync(join(base, ".meta")) ? "sidecar" : "trailer";
-  mkdirSync(base, { recursive: true });
   try {
+    mkdirSync(base, { recursive: true });
     writeFileSync(file, `${layout}\n`, { flag: "wx" });
   } catch (err) {
-    // Another process opening the same new store wrote it first: its word stands.
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    return recorded() ?? layout;
+    // Another process opening the same new store wrote it first: its word stands. A root this
+    // process cannot write (a service that never stores an object) is opened all the same; the
+    // first process that can write there records the layout.
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return recorded() ?? layout;
   }
   return layout;
 }

@@ -469,6 +469,12 @@ test("[fs] the layout is recorded when a store first opens: a .meta folder made 
   const shared = join(root, "..", "shared");
   const layouts = [createFsObjectStore(shared), createFsObjectStore(shared)].map((st) => st.layout);
   t.deepEqual(layouts, ["trailer", "trailer"]);
+  // A root that cannot be made (here: under a file) still opens, as before the layout was
+  // recorded: a process that never stores an object must start.
+  writeFileSync(join(root, "..", "a-file"), "x");
+  const unwritable = createFsObjectStore(join(root, "..", "a-file", "objects"));
+  t.is(unwritable.layout, "trailer");
+  t.is(await unwritable.head("u/1/x.bin"), undefined);
   // A store made before the trailer is recorded as sidecar on its first open under this version.
   const legacy = join(root, "..", "legacy");
   mkdirSync(join(legacy, ".meta"), { recursive: true });
