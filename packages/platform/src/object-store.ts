@@ -229,8 +229,8 @@ export async function removeStaleTemporaries(root: string, olderThanMs = STALE_T
  */
 export type FsStoreLayout = "trailer" | "sidecar";
 
-/** The layout of the store at `base`, recorded in `.layout` on first sight. */
-function fsStoreLayout(base: string): FsStoreLayout {
+/** The layout of the store at `base` (its metadata folder `metaBase`), recorded in `.layout` on first sight. */
+function fsStoreLayout(base: string, metaBase: string): FsStoreLayout {
   const file = join(base, ".layout");
   const recorded = () => {
     try {
@@ -242,7 +242,7 @@ function fsStoreLayout(base: string): FsStoreLayout {
   };
   const known = recorded();
   if (known) return known;
-  const layout: FsStoreLayout = existsSync(join(base, ".meta")) ? "sidecar" : "trailer";
+  const layout: FsStoreLayout = existsSync(metaBase) ? "sidecar" : "trailer";
   try {
     mkdirSync(base, { recursive: true });
     writeFileSync(file, `${layout}\n`, { flag: "wx" });
@@ -310,7 +310,7 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
   const base = resolve(root);
   const metaBase = join(base, ".meta");
   const tmpBase = join(base, ".tmp");
-  const layout = fsStoreLayout(base);
+  const layout = fsStoreLayout(base, metaBase);
   // Every process that opens the store clears what dead writers left; a crash means a restart.
   removeStaleTemporaries(base).catch(() => {});
   const pathOf = (key: string) => {

@@ -44,13 +44,14 @@ export function createCollectionLifecycle({ unitOfWork, log }: Pick<MediaDeps, "
           // The parents' locks before any of their rows: media.delete in a parent holds its lock
           // while it renumbers the parent's rows, link rows included, so hiding a link row first
           // and then waiting for the lock could deadlock with it. (A link made in between is
-          // hidden all the same; its parent is locked below, as before.)
-          await media.lockCollections(await media.parentsLinkingTo(applied, ids));
+          // hidden all the same; its parent is locked below.)
+          const locked = new Set(await media.parentsLinkingTo(applied, ids));
+          await media.lockCollections([...locked]);
           const own = await media.hideWithCollections(applied);
           // The link rows that show these collections inside other collections go with them.
           const parents = await media.hideLinksTo(applied, ids);
           for (const parent of [...new Set(parents)].sort((a, b) => a - b)) {
-            await media.lockCollections([parent]);
+            if (!locked.has(parent)) await media.lockCollections([parent]);
             await media.renumber(parent);
             await emitCollectionUpdated(events, { collectionId: parent, kind: "media_removed" });
           }
