@@ -12,11 +12,33 @@ type Job =
   | { kind: "put"; url: string; contentType: string; size: number }
   | { kind: "download"; endpoint: string; headers: Record<string, string>; mediaId: number; repeat?: number; method?: "GET" | "POST" };
 
-async function call(endpoint: string, headers: Record<string, string>, body: Record<string, unknown>): Promise<Record<string, any>> {
-  const res = await fetch(endpoint, { method: "POST", headers, body: JSON.stringify(body) });
-  const json = await res.json() as Record<string, any>;
-  if (res.status !== 200) throw new Error(`${body.op}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
+/** Keep-alive connections for the JSON calls, as fetch keeps them. */
+const agent = new http.Agent({ keepAlive: true });
+
+/**
+ * One JSON op with node:http (as the PUT and the download are sent): fetch spends 1-2 ms more
+ * of this process's CPU on a 1.4 MB body than node:http does.
+ */
+function call(endpoint: string, headers: Record<string, string>, body: Record<string, unknown>): Promise<Record<string, any>> {
+  const payload = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = http.request(endpoint, { method: "POST", agent, headers: { ...headers, "content-length": payload.length } }, (res) => {
+      const parts: Buffer[] = [];
+      res.on("data", (c: Buffer) => parts.push(c));
+      res.on("error", reject);
+      res.on("end", () => {
+        try {
+          const json = JSON.parse(Buffer.concat(parts).toString("utf8")) as Record<string, any>;
+          if (res.statusCode !== 200) throw new Error(`${String(body.op)}: ${res.statusCode} ${JSON.stringify(json)}`);
+          resolve(json);
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+    req.on("error", reject);
+    req.end(payload);
+  });
 }
 
 async function chunked(job: Extract<Job, { kind: "chunked" }>) {
@@ -98,3 +120,4 @@ for await (const c of process.stdin) input += c;
 const job = JSON.parse(input) as Job;
 const out = job.kind === "chunked" ? await chunked(job) : job.kind === "put" ? await put(job) : await download(job);
 console.log(JSON.stringify(out));
+agent.destroy();
