@@ -60,9 +60,16 @@ function baseEnv(): Record<string, string> {
   return env;
 }
 
+/**
+ * V8 heap flags of this process, passed on: `npm run bench` starts node as production does
+ * (package.json), and a split system's processes must run as the all-in-one one they are
+ * compared with.
+ */
+const HEAP_FLAGS = process.execArgv.filter((a) => /^--max-(semi|old)-space-size=/.test(a));
+
 /** Spawns one target; `ready` resolves with its ready line once main.ts logs it. */
 export function startTarget(name: string, target: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ["--import", "tsx", MAIN, `--target=${target}`], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...HEAP_FLAGS, "--import", "tsx", MAIN, `--target=${target}`], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
   const output: string[] = [];
   const proc = { name, child, output, done: false } as Proc;
   proc.exited = new Promise((res) => child.once("exit", (code, signal) => { proc.done = true; res({ code, signal }); }));
