@@ -1,6 +1,7 @@
 /**
  * CPU profile of the all-in-one system under one operation's load:
- * `node --import tsx bench/profile.ts <case> [seconds]`, cases below. Starts the system in this
+ * `node --max-semi-space-size=32 --import tsx bench/profile.ts <case> [seconds]` (the heap flag
+ * as production starts node, see package.json), cases below. Starts the system in this
  * process (embedded defaults), seeds what the case needs, drives 32 connections from a child
  * process (bench/lib.ts drive) and profiles this process during the measuring window only
  * (node:inspector), then writes the .cpuprofile (open it in Chrome DevTools or speedscope) and

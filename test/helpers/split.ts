@@ -62,8 +62,7 @@ function baseEnv(): Record<string, string> {
 
 /**
  * V8 heap flags of this process, passed on: `npm run bench` starts node as production does
- * (package.json), and a split system's processes must run as the all-in-one one they are
- * compared with.
+ * (package.json), and the processes its scenarios spawn (split, soak) must start alike.
  */
 const HEAP_FLAGS = process.execArgv.filter((a) => /^--max-(semi|old)-space-size=/.test(a));
 
