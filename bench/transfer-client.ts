@@ -16,8 +16,9 @@ type Job =
 const agent = new http.Agent({ keepAlive: true });
 
 /**
- * One JSON op with node:http (as the PUT and the download are sent): fetch spends 1-2 ms more
- * of this process's CPU on a 1.4 MB body than node:http does.
+ * One JSON op with node:http, as the PUT and the download are sent: with fetch, 1 MiB chunks
+ * one at a time to the bare chunked server ran at 30-48 MB/s, with node:http at 52-56
+ * (bench/notes/transfers.md, stop 25): fetch was measuring itself.
  */
 function call(endpoint: string, headers: Record<string, string>, body: Record<string, unknown>): Promise<Record<string, any>> {
   const payload = Buffer.from(JSON.stringify(body));
