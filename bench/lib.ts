@@ -335,6 +335,11 @@ export function cpuMeter(dataDir?: string): CpuMeter {
   return { read: () => { const u = process.cpuUsage(); return { nodeUs: u.user + u.system, pgUs: pgUs() }; } };
 }
 
+/** The median of unsorted figures (percentile 50: the lower middle of an even count); 0 of none. */
+export function median(xs: number[]): number {
+  return xs.length ? percentile([...xs].sort((a, b) => a - b), 50) : 0;
+}
+
 /** CPU time (user + system, µs) the processes have used so far, read from /proc; gone ones count 0. */
 export function processCpuUs(pids: number[]): number {
   let sum = 0;

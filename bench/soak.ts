@@ -19,7 +19,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync } from "node:
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { percentile, round, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
+import { median, percentile, round, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
 import { startReceiver } from "../test/helpers/webhook-receiver.js";
 import { admin, startTarget } from "../test/helpers/split.js";
 
@@ -52,7 +52,6 @@ interface Minute { minute: number; load: number; requests: number; errors: numbe
 function flat(rows: Minute[], pick: (m: Minute) => number, allow: (before: number) => number, by: "median" | "max" = "median"): { before: number; after: number; ok: boolean } {
   const use = rows.length >= 3 ? rows.slice(1) : rows;
   const half = Math.floor(use.length / 2) || 1;
-  const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor((s.length - 1) / 2)] ?? 0; };
   const of = (xs: number[]) => (by === "max" ? Math.max(...xs) : median(xs));
   const before = of(use.slice(0, half).map(pick));
   const after = of(use.slice(-half).map(pick));

@@ -23,14 +23,12 @@ import { pipeline } from "node:stream/promises";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { ratioRange, startBenchSystem, round, transferClient, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
+import { median, ratioRange, startBenchSystem, round, transferClient, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
 
 const FILE_BYTES = 25 * 1024 * 1024;
 const BIG_PUT_BYTES = 100 * 1024 * 1024;
 const MB = 1024 * 1024;
 const PUTS_PER_ROUND = 3;
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function collectGarbage(): void {
   try {

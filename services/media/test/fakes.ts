@@ -48,6 +48,8 @@ function fakeMediaStore(s: State): MediaStore {
   const active = (collectionId: number) => s.media.filter((r) => r.collection_id === collectionId && !r.is_deleted);
   const now = () => new Date();
   const touch = (r: Row, patch: Partial<Row>) => Object.assign(r, patch, { updated_at: now() });
+  const visibleLinksTo = (childIds: number[], except: number[]) =>
+    s.media.filter((r) => r.linked_collection_id !== null && childIds.includes(r.linked_collection_id) && !except.includes(r.collection_id) && !r.is_deleted);
   const matches = (scope: SearchScope, query: string) => (r: Row) => {
     if (r.is_deleted || r.is_archived !== scope.archived) return false;
     if (scope.collectionId !== undefined && r.collection_id !== scope.collectionId) return false;
@@ -145,10 +147,10 @@ function fakeMediaStore(s: State): MediaStore {
       return rows.length;
     },
     async parentsLinkingTo(childIds, except) {
-      return [...new Set(s.media.filter((r) => r.linked_collection_id !== null && childIds.includes(r.linked_collection_id) && !except.includes(r.collection_id) && !r.is_deleted).map((r) => r.collection_id))];
+      return [...new Set(visibleLinksTo(childIds, except).map((r) => r.collection_id))];
     },
     async hideLinksTo(childIds, except) {
-      const rows = s.media.filter((r) => r.linked_collection_id !== null && childIds.includes(r.linked_collection_id) && !except.includes(r.collection_id) && !r.is_deleted);
+      const rows = visibleLinksTo(childIds, except);
       for (const r of rows) touch(r, { is_deleted: true, deleted_at: now(), deleted_with_collection: true });
       return rows.map((r) => r.collection_id);
     },

@@ -189,6 +189,9 @@ const KEPT_LISTED_AND_ARCHIVED = keptTotal("listed + archived");
 /** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
 export function createMediaStore(q: Queryable): MediaStore {
   const media = () => q("media");
+  /** The visible link rows showing these collections inside collections not in `except`. */
+  const visibleLinksTo = (childIds: number[], except: number[]) =>
+    media().whereIn("linked_collection_id", childIds).whereNotIn("collection_id", except).where({ is_deleted: false });
   // The constant conditions are SQL literals, not bound values: the list page is a prepared
   // statement, and its generic plan can use a partial index (WHERE NOT is_deleted) only when
   // the statement's own text implies the index's predicate. With `is_deleted = $n` that plan
@@ -339,14 +342,12 @@ export function createMediaStore(q: Queryable): MediaStore {
     },
     async parentsLinkingTo(childIds, except) {
       if (!childIds.length) return [];
-      const rows: Array<{ collection_id: number }> = await media().whereIn("linked_collection_id", childIds).whereNotIn("collection_id", except)
-        .where({ is_deleted: false }).distinct("collection_id");
+      const rows: Array<{ collection_id: number }> = await visibleLinksTo(childIds, except).distinct("collection_id");
       return rows.map((r) => Number(r.collection_id));
     },
     async hideLinksTo(childIds, except) {
       if (!childIds.length) return [];
-      const rows: Array<{ collection_id: number }> = await media().whereIn("linked_collection_id", childIds).whereNotIn("collection_id", except)
-        .where({ is_deleted: false })
+      const rows: Array<{ collection_id: number }> = await visibleLinksTo(childIds, except)
         .update({ is_deleted: true, deleted_at: q.fn.now(), deleted_with_collection: true, updated_at: q.fn.now() })
         .returning(["collection_id"]);
       return rows.map((r) => Number(r.collection_id));
