@@ -159,6 +159,32 @@ test("a failed publish keeps its event as it was (seq, id, payload, trace header
   t.is(headersOf.get(1)?.traceparent, before.headers.traceparent, "the retried event still carries the context it was written in");
 });
 
+test("a pass that fails part-way takes nothing and leaves its connection usable: the next pass publishes", async (t) => {
+  // A pool of one connection: the next pass runs on the connection the failed one used.
+  const { rows: [{ schema }] } = await (await freshSchema()).raw("SELECT current_schema() AS schema");
+  const db = createDb(database.url, schema, 1);
+  knexes.push(db);
+  // The write-back of a failed publish (attempts 1) is refused: the pass fails after its claim.
+  await db.raw("ALTER TABLE outbox ADD CONSTRAINT first_attempt_only CHECK (attempts = 0)");
+  const inner = createLocalTransport(log);
+  let fail = true;
+  const transport: BusTransport = { ...inner, async publish(e) { if (fail) { fail = false; throw new Error("broker down"); } await inner.publish(e); } };
+  const relay = createOutboxRelay(db, transport, log);
+  t.teardown(async () => { await relay.stop(); await inner.close(); });
+  const seen: string[] = [];
+  await transport.subscribe("sub", "thing.created", async (e) => { seen.push(e.id); });
+  const id = await db.transaction((trx) => enqueueEvent(trx, "thing.created", { n: 1 }));
+
+  await t.throwsAsync(relay.drain(), { message: /first_attempt_only/ });
+  const row = await db("outbox").where({ id }).first();
+  t.is(row?.attempts, 0, "the claim was rolled back with the failed write-back");
+  t.deepEqual(seen, []);
+
+  await relay.drain();
+  t.deepEqual(seen, [id]);
+  t.is(await outboxCount(db), 0);
+});
+
 test("events of one outbox are published in commit order", async (t) => {
   const { db, transport, relay } = await localHarness(t);
   const seen: number[] = [];
