@@ -83,6 +83,19 @@ const CASES: Record<string, Case> = {
       return `${(n / 5).toFixed(1)} images/s`;
     },
   },
+  // media.search of a word in 1% of 50,000 items of one user (bench search's media size).
+  "media.search": {
+    seed: async (b) => {
+      const cdb = b.system.dbOf("collections")!;
+      const ids = (await cdb.raw("INSERT INTO collections (user_id, name, position) SELECT ?, 'Media ' || i, i FROM generate_series(0, 199) i RETURNING id", [b.userId])).rows.map((r: { id: number }) => Number(r.id));
+      await b.system.dbOf("media")!.raw(
+        `INSERT INTO media (collection_id, owner_user_id, created_by, name, description, tags, main_url, viewer, position)
+         SELECT (?::bigint[])[1 + i % 200], ?, ?, 'Note ' || i || CASE WHEN i % 100 = 37 THEN ' zephyr' ELSE '' END, 'About ' || i, ARRAY['x'], 'inline://text-note', 'text', i / 200
+         FROM generate_series(0, 49999) i`, [ids, b.userId, b.userId]);
+      await b.system.dbOf("media")!.raw("VACUUM ANALYZE media");
+      return { op: "media.search", query: "zephyr", limit: 50 };
+    },
+  },
   "media.list": {
     seed: async (b) => {
       const id = await seedCollections(b, 1);
