@@ -10,7 +10,7 @@ import sharp from "sharp";
 import { createContextValues } from "@connectrpc/connect";
 import { actAsKey, mediaThumbnails } from "@cms/platform";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
-import { startBenchSystem, startBareQueryServer, cpuMeter, drive, formatTable, ratioRange, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { startBenchSystem, startBareQueryServer, type BenchSystem, cpuMeter, drive, formatTable, ratioRange, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 
 // A vocabulary of 20 common words plus 1,200 rarer ones (syllable pairs), so that one query is
 // common (about 5% of items) and one is selective (a fraction of a percent), as in real catalogues.
@@ -18,6 +18,33 @@ const COMMON = "alpha beta gamma delta report invoice holiday beach summer winte
 const SYLLABLES = "ka lo mi ru ten vas pol dre sin ura bex fon gil hup jor kel mun nax oti pre qua ris sul tov".split(" ");
 const RARE = SYLLABLES.flatMap((a) => SYLLABLES.flatMap((b) => SYLLABLES.slice(0, 2).map((c) => `${a}${b}${c}`)));
 const WORDS = [...COMMON, ...RARE];
+
+/** The thumbnails' source: a 2000x1500 JPEG (bench/profile.ts thumbnail_finalize uses it too). */
+export function thumbnailSource(): Promise<Buffer> {
+  return sharp({ create: { width: 2000, height: 1500, channels: 3, background: "#4477aa" } })
+    .composite([{ input: Buffer.from(`<svg width="2000" height="1500"><circle cx="1000" cy="750" r="600" fill="#ffcc00"/></svg>`) }]).jpeg({ quality: 90 }).toBuffer();
+}
+
+/**
+ * MediaService.FinalizeThumbnail of a media item as the bench user, over the in-process Connect
+ * transport (access check through the collections service, store read, sharp, two WebP writes,
+ * row update, outbox, cleanup of the replaced objects): `workers` jobs at a time take the stored
+ * `sources` until `end` (or until none is left); resolves with the number finalized.
+ */
+export function finalizer(bench: BenchSystem, mediaId: number): (sources: string[], workers: number, end: number) => Promise<number> {
+  const media = bench.system.clients.get(MediaService);
+  const asUser = createContextValues().set(actAsKey, { userId: bench.userId, username: bench.username, plan: "paid", isAdmin: false, scopes: ["media:write"], tokenId: "bench" });
+  return async (sources, workers, end) => {
+    let n = 0;
+    await Promise.all(Array.from({ length: workers }, async () => {
+      while (Date.now() < end && sources.length) {
+        await media.finalizeThumbnail({ mediaId: BigInt(mediaId), thumbnailUrl: sources.pop()! }, { contextValues: asUser });
+        n++;
+      }
+    }));
+    return n;
+  };
+}
 
 async function run(opts: BenchOptions): Promise<ScenarioReport> {
   const bench = await startBenchSystem({ DB_POOL_MAX: "16" });
@@ -27,8 +54,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // Thumbnails first, on the fresh system: after the seed below, PostgreSQL's autovacuum and
     // checkpointer work through 50,000 new rows for a while, on the same two cores.
     // The same 2000x1500 JPEG, through the pipeline and through bare sharp, alternated.
-    const jpeg = await sharp({ create: { width: 2000, height: 1500, channels: 3, background: "#4477aa" } })
-      .composite([{ input: Buffer.from(`<svg width="2000" height="1500"><circle cx="1000" cy="750" r="600" fill="#ffcc00"/></svg>`) }]).jpeg({ quality: 90 }).toBuffer();
+    const jpeg = await thumbnailSource();
     const thumbCollection = (await call({ op: "collections.create", name: "thumbnails" })).collection.id as number;
     const noteId = (await call({ op: "media.text_note.add", collection_id: thumbCollection, name: "thumb target" })).media.id;
     const key = `store://${userId}/${thumbCollection}/bench_src`;
@@ -56,23 +82,12 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // MediaService.FinalizeThumbnail over the in-process Connect transport (access check through
     // the collections service, store read, sharp, two WebP writes, row update, outbox, cleanup of
     // the replaced objects), on sources stored before the window.
-    const media = system.clients.get(MediaService);
-    const asUser = createContextValues().set(actAsKey, { userId, username: bench.username, plan: "paid", isAdmin: false, scopes: ["media:write"], tokenId: "bench" });
+    const finalize = finalizer(bench, noteId);
     let sourceSeq = 0;
     const servicePipeline = async () => {
       const sources = Array.from({ length: THUMB_WORKERS * 60 }, () => `${key}.svc.${sourceSeq++}.jpg`);
       for (const src of sources) await system.store.put(src, jpeg, { contentType: "image/jpeg" });
-      return metered(async (end) => {
-        let n = 0;
-        const worker = async () => {
-          while (Date.now() < end && sources.length) {
-            await media.finalizeThumbnail({ mediaId: BigInt(noteId), thumbnailUrl: sources.pop()! }, { contextValues: asUser });
-            n++;
-          }
-        };
-        await Promise.all(Array.from({ length: THUMB_WORKERS }, () => worker()));
-        return n;
-      });
+      return metered((end) => finalize(sources, THUMB_WORKERS, end));
     };
     // End to end: finalizing consumes the uploaded source (it is replaced by the WebP pair), so
     // each round stores a fresh source first; that write counts against the pipeline.
@@ -94,7 +109,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // One finalize before the rounds: the first loads and compiles what the pipeline runs.
     const warmSource = `${key}.warm.jpg`;
     await system.store.put(warmSource, jpeg, { contentType: "image/jpeg" });
-    await media.finalizeThumbnail({ mediaId: BigInt(noteId), thumbnailUrl: warmSource }, { contextValues: asUser });
+    await finalize([warmSource], 1, Infinity);
     const thumbRounds: Array<{ bare: { rate: number; cpuMsPerImage: number }; service: { rate: number; cpuMsPerImage: number } }> = [];
     for (let r = 0; r < THUMB_ROUNDS; r++) thumbRounds.push({ bare: await bareSharp(), service: await servicePipeline() });
     const pipeRate = await pipeline();

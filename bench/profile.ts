@@ -9,10 +9,8 @@
  */
 import { Session } from "node:inspector/promises";
 import { writeFileSync } from "node:fs";
-import sharp from "sharp";
-import { createContextValues } from "@connectrpc/connect";
-import { actAsKey } from "@cms/platform";
-import { MediaService } from "@cms/contracts/media/v1/media_pb";
+import { finalizer, thumbnailSource } from "./media.js";
+import { seedSearchMedia } from "./search.js";
 import { startBenchSystem, drive, transferClient, type BenchSystem } from "./lib.js";
 
 /** One bench/transfer-client.ts job; its result as a JSON line. */
@@ -58,8 +56,8 @@ const CASES: Record<string, Case> = {
       return out.join(" ");
     },
   },
-  // media.thumbnail_finalize of a 2000x1500 JPEG, four jobs at a time for 5 s, over the in-process
-  // Connect transport as bench media's pipeline rounds run it.
+  // media.thumbnail_finalize of bench media's source image, four jobs at a time for 5 s, over the
+  // in-process Connect transport as bench media's pipeline rounds run it.
   "thumbnail_finalize": {
     seed: async (b) => {
       const collectionId = (await b.call({ op: "collections.create", name: "thumbnails" })).collection.id as number;
@@ -67,32 +65,17 @@ const CASES: Record<string, Case> = {
       return { collection_id: collectionId, media_id: mediaId };
     },
     work: async (b, body) => {
-      const jpeg = await sharp({ create: { width: 2000, height: 1500, channels: 3, background: "#4477aa" } }).jpeg({ quality: 90 }).toBuffer();
+      const jpeg = await thumbnailSource();
       const sources = Array.from({ length: 400 }, (_, i) => `store://${b.userId}/${String(body.collection_id)}/p${Date.now()}_${i}.jpg`);
       for (const s of sources) await b.system.store.put(s, jpeg, { contentType: "image/jpeg" });
-      const media = b.system.clients.get(MediaService);
-      const asUser = createContextValues().set(actAsKey, { userId: b.userId, username: b.username, plan: "paid", isAdmin: false, scopes: ["media:write"], tokenId: "profile" });
-      const end = Date.now() + 5000;
-      let n = 0;
-      await Promise.all(Array.from({ length: 4 }, async () => {
-        while (Date.now() < end && sources.length) {
-          await media.finalizeThumbnail({ mediaId: BigInt(body.media_id as number), thumbnailUrl: sources.pop()! }, { contextValues: asUser });
-          n++;
-        }
-      }));
+      const n = await finalizer(b, body.media_id as number)(sources, 4, Date.now() + 5000);
       return `${(n / 5).toFixed(1)} images/s`;
     },
   },
-  // media.search of a word in 1% of 50,000 items of one user (bench search's media size).
+  // media.search of bench search's probe word over its media size (50,000 items of one user).
   "media.search": {
     seed: async (b) => {
-      const cdb = b.system.dbOf("collections")!;
-      const ids = (await cdb.raw("INSERT INTO collections (user_id, name, position) SELECT ?, 'Media ' || i, i FROM generate_series(0, 199) i RETURNING id", [b.userId])).rows.map((r: { id: number }) => Number(r.id));
-      await b.system.dbOf("media")!.raw(
-        `INSERT INTO media (collection_id, owner_user_id, created_by, name, description, tags, main_url, viewer, position)
-         SELECT (?::bigint[])[1 + i % 200], ?, ?, 'Note ' || i || CASE WHEN i % 100 = 37 THEN ' zephyr' ELSE '' END, 'About ' || i, ARRAY['x'], 'inline://text-note', 'text', i / 200
-         FROM generate_series(0, 49999) i`, [ids, b.userId, b.userId]);
-      await b.system.dbOf("media")!.raw("VACUUM ANALYZE media");
+      await seedSearchMedia(b.system, b.userId);
       return { op: "media.search", query: "zephyr", limit: 50 };
     },
   },
