@@ -139,3 +139,58 @@ test.serial("an owner known to be small who grows past the bound still gets the 
   t.is((await search()).total, 150);
   t.deepEqual(await runsSince(before), { gated: 2, known: 1 }, "after the gate found it large, the planned statement runs");
 });
+
+/**
+ * Names that put a query beside every kind of neighbour: whole words, inside words, twice (inside
+ * a word first, whole later), words apart, punctuation and the characters of regular expressions
+ * and LIKE, accents.
+ */
+const RANKED_NAMES = [
+  "Zephyr", "zephyrs at dawn", "azephyr", "the zephyr-wind", "zephyrian zephyr", "zephir", "Zéphyr café",
+  "red car", "red big blue car", "car is red", "bored cars", "c++ notes", "learning c++", "a.b test", "axb test",
+  "(x) marks", "[tag] list", "50% off", "500 off", "under_score", "underXscore", "back\\slash", "$^|* sign",
+  "e-mail", "my e-mail box", "ζέφυρος wind", "Album 7",
+];
+const RANKED_QUERIES = [
+  "zephyr", "zephyrs", "zeph", "red car", "c++", "a.b", "(x)", "[tag]", "50%", "under_score", "back\\slash",
+  "$^|*", "e-mail", "café", "ζέφυρος", "Album 7", "car",
+];
+
+/** Every hit and its score as the score is defined: LIKE (0 or 1) + word_similarity + ts_rank. */
+async function scoredByDefinition(query: string, userId: string): Promise<Array<{ id: number; score: number }>> {
+  const { rows: [{ q }] } = await db.raw("SELECT lower(immutable_unaccent(?)) AS q", [query.trim()]);
+  const pattern = `%${String(q).replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+  const { rows } = await db.raw(
+    `SELECT id, (CASE WHEN search_text LIKE :pattern THEN 1 ELSE 0 END + word_similarity(:q, search_text)
+                 + ts_rank(search_tsv, plainto_tsquery('simple', :q))) AS score
+     FROM collections WHERE user_id = :userId AND NOT is_deleted AND parent_id IS NULL AND NOT is_archived
+       AND (search_text LIKE :pattern OR search_text %> :q OR search_tsv @@ plainto_tsquery('simple', :q))
+     ORDER BY score DESC, id DESC`,
+    { pattern, q, userId },
+  );
+  return rows.map((r: { id: unknown; score: unknown }) => ({ id: Number(r.id), score: Number(r.score) }));
+}
+
+for (const [label, filler] of [["a small owner (the prepared statement)", 0], ["a large owner (the statement planned for the query)", PREPARED_SEARCH_MAX_OWNER_ROWS]] as const) {
+  test.serial(`the ranking of ${label} is LIKE + word_similarity + ts_rank, for queries beside every kind of character`, async (t) => {
+    const userId = randomUUID();
+    await db.raw(
+      `INSERT INTO collections (user_id, name, position) SELECT ?::uuid, n, i FROM unnest(?::text[]) WITH ORDINALITY AS x(n, i)
+       UNION ALL SELECT ?::uuid, 'Filler ' || i, 1000 + i FROM generate_series(1, ?) i`,
+      [userId, RANKED_NAMES, userId, filler],
+    );
+    await db.raw("ANALYZE collections");
+    const store = createCollectionsStore(db);
+    for (const query of RANKED_QUERIES) {
+      const want = await scoredByDefinition(query, userId);
+      t.true(want.length > 0, `${query} has hits`);
+      // Twice: the second run of a small owner's search is the prepared statement of known small owners.
+      for (let i = 0; i < 2; i++) {
+        const got = await store.search(query, ["own"], searcher(userId), 50, 0);
+        t.is(got.total, want.length, query);
+        t.deepEqual(got.rows.map((r) => Number(r.id)), want.map((w) => w.id), query);
+        got.rows.forEach((r, k) => t.true(Math.abs(Number((r as { score?: unknown }).score) - want[k]!.score) < 1e-6, `${query}: score of ${String(r.name)}`));
+      }
+    }
+  });
+}
