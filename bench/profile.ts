@@ -39,6 +39,8 @@ const CASES: Record<string, Case> = {
   "collections.search": { seed: async (b) => { await seedCollections(b, 2000); return { op: "collections.search", query: "zephyr", limit: 20 }; } },
   // An owner of 100 collections: the prepared statement of small owners.
   "collections.search.small": { seed: async (b) => { await seedCollections(b, 100); return { op: "collections.search", query: "zephyr", limit: 20 }; } },
+  // A write: the unit of work (row lock, update, outbox), the relay's pass and the event's consumers.
+  "collections.update": { seed: async (b) => ({ op: "collections.update", collection_id: await seedCollections(b, 200), description: "Updated by the profile" }) },
   // A 25MB chunked upload with 1 MiB chunks, one at a time (bench transfers).
   "upload_chunk": {
     seed: async (b) => ({ collection_id: await seedCollections(b, 1) }),
