@@ -185,7 +185,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
       // PostgreSQL runs it after the first executions of the statement on a connection.
       const gated = size.kind === "collections" && size.rows <= PREPARED_SEARCH_MAX_OWNER_ROWS;
       for (const word of [PROBE, COMMON]) {
-        const [sql, bindings]: [string, any] = size.kind === "collections" ? searchPlanSql(word, size.userId, 20, gated) : mediaSearchPlanSql(mdb, word, size.userId, 50);
+        const [sql, bindings]: [string, any] = size.kind === "collections" ? searchPlanSql(word, size.userId, 20, gated) : mediaSearchPlanSql(word, size.userId, 50);
         const plan = gated ? await explainPrepared(db, sql, bindings) : (await db.raw(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings)).rows as Array<Record<string, string>>;
         plans.push(`-- ${size.name}, "${word}"${gated ? " (prepared, generic plan)" : ""}:`, ...plan.map((r) => `    ${r["QUERY PLAN"]}`), "");
       }

@@ -136,7 +136,7 @@ const positionalStatements = new Map<string, Map<string, PositionalStatement>>()
 
 /** The connection a query of `q` runs on (the unit's, or one of the pool) and its release. */
 interface ConnectionSource {
-  acquireConnection(): Promise<{ query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> }>;
+  acquireConnection(): Promise<{ query(config: { name?: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> }>;
   releaseConnection(connection: unknown): Promise<void>;
 }
 
@@ -149,6 +149,18 @@ interface ConnectionSource {
  * reads; everything else goes through knex.
  */
 export async function preparedRows<R>(q: Knex, sql: string, bindings: Readonly<Record<string, unknown>>): Promise<R[]> {
+  return rowsWithoutKnex<R>(q, sql, bindings, true);
+}
+
+/**
+ * preparedRows' way for a statement that must be planned for its values on every call (a
+ * generic plan made for an unknown LIKE pattern could walk a whole index): sent unnamed.
+ */
+export async function plannedRows<R>(q: Knex, sql: string, bindings: Readonly<Record<string, unknown>>): Promise<R[]> {
+  return rowsWithoutKnex<R>(q, sql, bindings, false);
+}
+
+async function rowsWithoutKnex<R>(q: Knex, sql: string, bindings: Readonly<Record<string, unknown>>, named: boolean): Promise<R[]> {
   const names = Object.keys(bindings);
   let forms = positionalStatements.get(sql);
   if (!forms) positionalStatements.set(sql, forms = new Map());
@@ -166,7 +178,7 @@ export async function preparedRows<R>(q: Knex, sql: string, bindings: Readonly<R
   const source = q.client as ConnectionSource;
   const connection = await source.acquireConnection();
   try {
-    return (await connection.query({ name: statement.name, text: statement.text, values })).rows as R[];
+    return (await connection.query(named ? { name: statement.name, text: statement.text, values } : { text: statement.text, values })).rows as R[];
   } finally {
     await source.releaseConnection(connection);
   }

@@ -5,7 +5,7 @@
  */
 import test from "ava";
 import type { Knex } from "knex";
-import { createDb, prepared, preparedRows, preparedStatementName } from "../src/db.ts";
+import { createDb, plannedRows, prepared, preparedRows, preparedStatementName } from "../src/db.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -99,5 +99,25 @@ test("preparedRows: named bindings (repeated, arrays) as knex.raw binds them, pr
     t.regex(rows[0].statement, /LIKE '%' \|\| \$1 \|\| '%' OR \$2 = ''\) AND tags && CAST\(\$3 AS text\[\]\) AND id > \$4 ORDER BY id LIMIT \$5$/);
     t.is(rows[0].name, preparedStatementName(rows[0].statement));
     t.is(Number(rows[0].runs), 5);
+  });
+});
+
+test("plannedRows: the same named bindings, sent unnamed (planned for its values every time, nothing prepared)", async (t) => {
+  await inFreshSchema("planned_rows_test", async (db) => {
+    await db.raw("CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, tags text[] NOT NULL)");
+    await db("items").insert([{ id: 1, name: "one", tags: ["a"] }, { id: 2, name: "two", tags: ["b"] }, { id: 3, name: "three", tags: ["a", "b"] }]);
+    const sql = `SELECT id FROM items WHERE name LIKE :pattern AND tags && CAST(:tags AS text[]) ORDER BY id`;
+    for (const bindings of [{ pattern: "%t%", tags: ["a", "b"] }, { pattern: "%", tags: ["a"] }, { tags: ["b"], pattern: "o%" }]) {
+      const want = (await db.raw(sql, bindings)).rows;
+      t.deepEqual(await plannedRows(db, sql, bindings), want, JSON.stringify(bindings));
+    }
+    const inside = await db.transaction(async (trx) => {
+      await trx("items").insert({ id: 4, name: "tour", tags: ["a"] });
+      return plannedRows<{ id: string }>(trx, sql, { pattern: "t%", tags: ["a"] });
+    });
+    t.deepEqual(inside.map((r) => Number(r.id)), [3, 4]);
+    await t.throwsAsync(plannedRows(db, sql, { pattern: "%", tags: undefined }), { message: /Undefined binding\(s\) for \[tags\]/ });
+    const { rows } = await db.raw("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE 'SELECT id FROM items%'");
+    t.is(Number(rows[0].n), 0);
   });
 });

@@ -4,7 +4,7 @@
  * and job leases. createMediaStore works on the pool and on a unit of work's transaction alike;
  * the locking methods only mean something inside a transaction.
  */
-import { isStoreKey, pageWithTotal, prepared, type Queryable } from "@cms/platform";
+import { isStoreKey, pageWithTotal, plannedRows, prepared, type Queryable } from "@cms/platform";
 import { foldAccents } from "../domain/rules.js";
 import { LINK_VIEWER, type MediaRow } from "../domain/media-row.js";
 
@@ -154,30 +154,54 @@ function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
-/** The rows of a search scope matching `query` (folded like search_text), as a query builder. */
-function searchQuery(q: Queryable, scope: SearchScope, query: string) {
-  const words = query.split(/\s+/).filter(Boolean);
-  // The pattern is a plain bound value (folded here like unaccent+lower), so the planner can use
-  // the trigram index; an expression around the parameter would force a sequential scan.
-  const pattern = `%${escapeLike(foldAccents(query))}%`;
-  const qb = q("media").where({ is_deleted: false, is_archived: scope.archived });
-  if (scope.collectionId !== undefined) qb.where({ collection_id: scope.collectionId });
-  if (scope.ownerUserId !== undefined) qb.where({ owner_user_id: scope.ownerUserId });
-  if (scope.exceptCollectionId !== undefined) qb.whereNot({ collection_id: scope.exceptCollectionId });
-  if (!scope.withLinks) qb.whereNot({ viewer: LINK_VIEWER });
-  return qb.where((w) => w.whereRaw("search_text LIKE ?", [pattern]).orWhereRaw("tags && ?::text[]", [words]));
+/**
+ * The conditions of a search scope, with named bindings (:owner :collection :except :pattern
+ * :words, those its shape uses). The pattern is a plain bound value (folded in searchBindings like
+ * unaccent+lower), so the planner can use the trigram index; an expression around the parameter
+ * would force a sequential scan. The constant conditions are literals, as the index's predicate.
+ */
+function searchWhere(scope: SearchScope): string {
+  const conditions = ["NOT is_deleted", scope.archived ? "is_archived" : "NOT is_archived"];
+  if (scope.collectionId !== undefined) conditions.push("collection_id = :collection");
+  if (scope.ownerUserId !== undefined) conditions.push("owner_user_id = :owner");
+  if (scope.exceptCollectionId !== undefined) conditions.push("collection_id <> :except");
+  if (!scope.withLinks) conditions.push(`viewer <> '${LINK_VIEWER}'`);
+  conditions.push("(search_text LIKE :pattern OR tags && CAST(:words AS text[]))");
+  return conditions.join(" AND ");
 }
 
-/** The page query of searchPage over a user's own media, as it runs (for EXPLAIN in the bench). */
-function searchPageQuery(q: Queryable, scope: SearchScope, query: string, limit: number, offset: number) {
-  return searchQuery(q, scope, query).select(MEDIA_COLUMNS).select(q.raw("count(*) OVER () AS total"))
-    .orderByRaw("updated_at DESC, id DESC").limit(limit).offset(offset);
+function searchBindings(scope: SearchScope, query: string): Record<string, unknown> {
+  const b: Record<string, unknown> = { pattern: `%${escapeLike(foldAccents(query))}%`, words: query.split(/\s+/).filter(Boolean) };
+  if (scope.collectionId !== undefined) b.collection = scope.collectionId;
+  if (scope.ownerUserId !== undefined) b.owner = scope.ownerUserId;
+  if (scope.exceptCollectionId !== undefined) b.except = scope.exceptCollectionId;
+  return b;
 }
 
-/** The SQL and bindings of the first page of a search of a user's own media (for EXPLAIN in the bench). */
-export function mediaSearchPlanSql(q: Queryable, query: string, ownerUserId: string, limit: number): [string, readonly unknown[]] {
-  const { sql, bindings } = searchPageQuery(q, { ownerUserId, archived: false }, query.trim().toLowerCase(), limit, 0).toSQL();
-  return [sql, bindings];
+const qualifiedColumns = MEDIA_COLUMNS.map((c) => `m.${c}`).join(", ");
+/**
+ * A page of a search scope's hits, newest first, with their number (named bindings of
+ * searchWhere, :limit, :offset). The total's window and the sort run over the hits' ids and
+ * times only; the page's rows alone are read whole (a common word's 3,000 hits in 50,000 items:
+ * 6.1-9.8 ms against 8.7-13.2 with the window over whole rows). Made once per scope's shape.
+ */
+const searchPageStatements = new Map<string, string>();
+function searchPageSql(scope: SearchScope): string {
+  const where = searchWhere(scope);
+  let sql = searchPageStatements.get(where);
+  if (!sql) {
+    sql = `WITH hits AS (SELECT id, updated_at FROM media WHERE ${where}),
+      page AS (SELECT id, updated_at, count(*) OVER () AS total FROM hits ORDER BY updated_at DESC, id DESC LIMIT :limit OFFSET :offset)
+      SELECT ${qualifiedColumns}, p.total FROM page p JOIN media m ON m.id = p.id ORDER BY p.updated_at DESC, p.id DESC`;
+    searchPageStatements.set(where, sql);
+  }
+  return sql;
+}
+
+/** The statement and bindings of the first page of a search of a user's own media, as searchPage runs it (for EXPLAIN in the bench). */
+export function mediaSearchPlanSql(query: string, ownerUserId: string, limit: number): [string, Record<string, unknown>] {
+  const scope = { ownerUserId, archived: false };
+  return [searchPageSql(scope), { ...searchBindings(scope, query.trim().toLowerCase()), limit, offset: 0 }];
 }
 
 /** A collection's kept list total: its count row plus the changes not folded into it yet. */
@@ -208,9 +232,9 @@ export function createMediaStore(q: Queryable): MediaStore {
     return qb;
   }
 
-  const searched = (scope: SearchScope, query: string) => searchQuery(q, scope, query);
-
   const count = async (qb: ReturnType<typeof media>): Promise<number> => Number((await qb.count<{ n: number }[]>("* as n"))[0]!.n);
+  const searchCount = async (scope: SearchScope, query: string): Promise<number> =>
+    Number((await q.raw(`SELECT count(*) AS n FROM media WHERE ${searchWhere(scope)}`, searchBindings(scope, query))).rows[0].n);
 
   return {
     async byId(id, opts = {}) {
@@ -242,13 +266,13 @@ export function createMediaStore(q: Queryable): MediaStore {
       return { rows, total };
     },
     async searchPage(scope, query, limit, offset) {
-      const rows: Array<MediaRow & { total: number }> = await searchPageQuery(q, scope, query, limit, offset);
-      const total = rows.length ? Number(rows[0]!.total) : await count(searched(scope, query));
-      return { rows: rows.map(({ total: _t, ...r }) => r as MediaRow), total };
+      // Planned for its values on every call: a generic plan would not know the pattern's rarity.
+      const rows = await plannedRows<MediaRow & { total?: unknown }>(q, searchPageSql(scope), { ...searchBindings(scope, query), limit, offset });
+      const total = rows.length ? Number(rows[0]!.total) : offset === 0 ? 0 : await searchCount(scope, query);
+      for (const r of rows) delete r.total;
+      return { rows, total };
     },
-    async searchCount(scope, query) {
-      return count(searched(scope, query));
-    },
+    searchCount,
     async exportRows(collectionId, includeArchived) {
       const qb = active(collectionId).orderBy([{ column: "position" }, { column: "id" }]);
       if (!includeArchived) qb.where({ is_archived: false });
