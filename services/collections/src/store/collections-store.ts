@@ -53,9 +53,10 @@ const STRICT = `(c.search_tsv @@ ${TSQUERY} OR lower(immutable_unaccent(c.name))
  * For a query with a word in it, such a text's word_similarity is its maximum, 1: the query's
  * words, each padded as pg_trgm pads words, are one contiguous extent of the text's trigrams (a
  * query of punctuation alone has no trigram, and a similarity of 0). word_similarity is most of a
- * search's execution (~15 µs a hit: 3.2 of 4.4 ms over 200 hits, 17 of 26 ms over 2,000), the
+ * search's execution (~16 µs a hit: 3.2 of 4.4 ms over 200 hits of 69 characters), the
  * expression 1-2 µs, so it is measured only where the query is not found as whole words; the
- * score is the same (test/search-store.test.ts compares it with word_similarity's everywhere).
+ * score is the same (services/collections/test/search-store.test.ts compares it with
+ * word_similarity's, hit by hit).
  */
 const WHOLE_WORDS = `('(^|[^[:alnum:]])' || regexp_replace(${NORM}, '([^[:alnum:][:space:]])', '\\\\\\1', 'g') || '([^[:alnum:]]|$)')`;
 const WORD_SIMILARITY = `(CASE WHEN ${NORM} ~ '[[:alnum:]]' AND c.search_text ~ ${WHOLE_WORDS} THEN 1 ELSE word_similarity(${NORM}, c.search_text) END)`;
