@@ -80,6 +80,16 @@ export async function pageWithTotal<T extends object>(filtered: Knex.QueryBuilde
   return { rows, total };
 }
 
+/**
+ * The total of a page whose rows carry it (a window count, `count(*) OVER ()`, on every row). A
+ * page past the end has no row to carry it: at offset 0 there is nothing to count, further on
+ * `count` asks, so the total stays true at any offset.
+ */
+export async function windowTotal(rows: ReadonlyArray<{ total?: unknown }>, offset: number, count: () => Promise<number>): Promise<number> {
+  if (rows.length) return Number(rows[0]!.total);
+  return offset === 0 ? 0 : count();
+}
+
 /** Migrations in apply order: a name (timestamped) and its functions. */
 export type MigrationList = ReadonlyArray<readonly [name: string, migration: Migration]>;
 

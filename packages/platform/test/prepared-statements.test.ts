@@ -5,7 +5,7 @@
  */
 import test from "ava";
 import type { Knex } from "knex";
-import { createDb, plannedRows, prepared, preparedRows, preparedStatementName } from "../src/db.ts";
+import { createDb, plannedRows, prepared, preparedRows, preparedStatementName, windowTotal } from "../src/db.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -120,4 +120,14 @@ test("plannedRows: the same named bindings, sent unnamed (planned for its values
     const { rows } = await db.raw("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE 'SELECT id FROM items%'");
     t.is(Number(rows[0].n), 0);
   });
+});
+
+test("windowTotal: the first row's window count; no row at offset 0 is 0 without asking; no row further on asks", async (t) => {
+  let asked = 0;
+  const count = async () => { asked++; return 7; };
+  t.is(await windowTotal([{ total: "12" }, { total: "12" }], 10, count), 12);
+  t.is(await windowTotal([], 0, count), 0);
+  t.is(asked, 0);
+  t.is(await windowTotal([], 20, count), 7);
+  t.is(asked, 1);
 });

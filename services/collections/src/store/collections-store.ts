@@ -2,7 +2,7 @@
  * The knex adapter of the collections schema's stores (../app/ports.ts). It works on whatever it
  * is given: the pool, or the transaction of a unit of work.
  */
-import { TtlCache, pageWithTotal, prepared, preparedRows, type Queryable } from "@cms/platform";
+import { TtlCache, pageWithTotal, prepared, preparedRows, windowTotal, type Queryable } from "@cms/platform";
 import type { CollectionRow } from "../domain/collection-json.js";
 import type {
   CollectionPatch, CollectionsStore, CollectionsStores, CoverRow, ListFilter, NewCollection, RowPage, Scope, Searcher, SortBy,
@@ -169,16 +169,8 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
   const live = (userId: string, parentId: number | null) => q("collections").where({ user_id: userId, is_deleted: false })
     .modify((b) => (parentId === null ? b.whereNull("parent_id") : b.where("parent_id", parentId)));
 
-  /**
-   * The total of a paged query from its window count; a page past the end has no row to carry
-   * it, so the count is then asked on its own (the total stays true at any offset).
-   */
-  async function pageTotal(rows: Array<{ total?: unknown }>, offset: number, countSql: string, bindings: Record<string, unknown>): Promise<number> {
-    if (rows.length) return Number(rows[0]!.total);
-    if (offset === 0) return 0;
-    const { rows: counted } = await q.raw(countSql, bindings);
-    return Number(counted[0].total);
-  }
+  /** A count statement's total, asked when a page has no row to carry its own (windowTotal). */
+  const counted = (countSql: string, bindings: Record<string, unknown>) => async () => Number((await q.raw(countSql, bindings)).rows[0].total);
 
   /**
    * A page of search hits by `page` (the statement without the gate): prepared for an owner
@@ -374,7 +366,7 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       const p = searchParams(query, who);
       const { hits, page } = searchSql(scopes);
       const rows = await searchPage(scopes, who, { ...p, limit, offset }, page);
-      return { rows, total: await pageTotal(rows, offset, `${hits} SELECT count(*) AS total FROM hits`, p) };
+      return { rows, total: await windowTotal(rows, offset, counted(`${hits} SELECT count(*) AS total FROM hits`, p)) };
     },
     async countPublicMatches(query, who) {
       const { rows } = await q.raw(`SELECT count(*) AS n FROM (${scopeSql("public", STRICT, "0")}) p`, searchParams(query, who));
@@ -388,7 +380,7 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       const sql = `SELECT ${columnsOf("c")}, count(*) OVER () AS total FROM collections c ${where}
         ORDER BY ${order}, c.id DESC LIMIT :limit OFFSET :offset`;
       const { rows } = await q.raw(sql, { ...p, limit, offset });
-      const total = await pageTotal(rows, offset, `SELECT count(*) AS total FROM collections c ${where}`, p);
+      const total = await windowTotal(rows, offset, counted(`SELECT count(*) AS total FROM collections c ${where}`, p));
       return { rows, total };
     },
     async coverKeysAmong(keys) {

@@ -4,7 +4,7 @@
  * and job leases. createMediaStore works on the pool and on a unit of work's transaction alike;
  * the locking methods only mean something inside a transaction.
  */
-import { isStoreKey, pageWithTotal, plannedRows, prepared, type Queryable } from "@cms/platform";
+import { isStoreKey, pageWithTotal, plannedRows, prepared, windowTotal, type Queryable } from "@cms/platform";
 import { foldAccents } from "../domain/rules.js";
 import { LINK_VIEWER, type MediaRow } from "../domain/media-row.js";
 
@@ -268,7 +268,7 @@ export function createMediaStore(q: Queryable): MediaStore {
     async searchPage(scope, query, limit, offset) {
       // Planned for its values on every call: a generic plan would not know the pattern's rarity.
       const rows = await plannedRows<MediaRow & { total?: unknown }>(q, searchPageSql(scope), { ...searchBindings(scope, query), limit, offset });
-      const total = rows.length ? Number(rows[0]!.total) : offset === 0 ? 0 : await searchCount(scope, query);
+      const total = await windowTotal(rows, offset, () => searchCount(scope, query));
       for (const r of rows) delete r.total;
       return { rows, total };
     },
