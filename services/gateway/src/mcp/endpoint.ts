@@ -18,8 +18,6 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { AppError, type Caller, type Logger } from "@cms/platform";
 import { bodyText, findDuplicateKey } from "../domain/request-body.js";
 import type { Admit } from "../http/admission.js";
@@ -27,13 +25,14 @@ import { sendError, sendJson } from "../http/answers.js";
 import { readBody } from "../http/read-body.js";
 import type { McpSessionStore } from "../store/mcp-session-store.js";
 import { resourceMetadataUrlOf, resourceOf, wwwAuthenticate } from "./resource.js";
+import { loadMcpSdk } from "./sdk.js";
 
 /** What the MCP endpoint needs. */
 export interface McpEndpointDeps {
   admit: Admit;
   sessions: McpSessionStore;
   /** The MCP server of one request, for its admitted caller. */
-  createServer(caller: Caller): Server;
+  createServer(caller: Caller): Promise<Server>;
   /** MCP_URL (read when used: with PORT=0 it is known once the gateway listens). */
   mcpUrl: () => string;
   maxBodyBytes: number;
@@ -83,7 +82,8 @@ export function createMcpEndpoint(deps: McpEndpointDeps) {
   }
 
   async function serve(req: IncomingMessage, res: ServerResponse, caller: Caller, body: unknown): Promise<void> {
-    const server = deps.createServer(caller);
+    const server = await deps.createServer(caller);
+    const { StreamableHTTPServerTransport } = await loadMcpSdk();
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     transport.onerror = (err) => log.debug({ err }, "mcp transport");
     res.once("close", () => { void transport.close(); void server.close(); });
@@ -100,6 +100,7 @@ export function createMcpEndpoint(deps: McpEndpointDeps) {
         const body = parseMessages(await readBody(req, deps.maxBodyBytes), res);
         if (body === undefined) return;
         const messages = Array.isArray(body) ? body : [body];
+        const { isInitializeRequest } = await loadMcpSdk();
         if (messages.some(isInitializeRequest)) {
           res.setHeader("mcp-session-id", await sessions.open(user.userId));
         } else {

@@ -7,18 +7,16 @@
  * body (as text and as structuredContent), never a protocol error; only an unknown tool name is
  * one (JSON-RPC invalid params), as MCP prescribes.
  */
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import {
-  CallToolRequestSchema, ErrorCode as RpcErrorCode, ListToolsRequestSchema, McpError,
-  type CallToolResult, type ServerNotification,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { CallToolResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { authorizeOperation, recordOp, secondsSince, type Caller, type Logger } from "@cms/platform";
 import type { OpEntry } from "../app/registry.js";
 import { failureOutcome, outcomeCode, type Outcome, type RunOperation } from "../app/run-operation.js";
 import { SCHEMA_VERSION } from "../app/registry.js";
 import { checkRequestValues } from "../domain/request-body.js";
 import type { RenderedDownload } from "./download.js";
+import { loadMcpSdk } from "./sdk.js";
 import type { ToolSet } from "./tools.js";
 
 /** What the MCP server runs tools with. */
@@ -94,9 +92,11 @@ export function createMcpServerFactory(deps: McpServerDeps) {
   }
 
   // The SDK builds an Ajv instance per server unless it is given one: one for all requests.
-  const jsonSchemaValidator = new AjvJsonSchemaValidator();
+  let jsonSchemaValidator: AjvJsonSchemaValidator | undefined;
 
-  return function createServer(caller: Caller): Server {
+  return async function createServer(caller: Caller): Promise<Server> {
+    const { Server, AjvJsonSchemaValidator, CallToolRequestSchema, ListToolsRequestSchema, McpError, RpcErrorCode } = await loadMcpSdk();
+    jsonSchemaValidator ??= new AjvJsonSchemaValidator();
     const server = new Server(
       { name: "collections-media", title: "Collections & Media", version: SCHEMA_VERSION },
       { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS, jsonSchemaValidator },
