@@ -1,5 +1,3 @@
-// protobuf-es encodes strings through ./text-encoding.js from here on, in every process.
-import "./text-encoding.js";
 export * from "./config.js";
 export * from "./errors.js";
 export * from "./logger.js";

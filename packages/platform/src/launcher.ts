@@ -19,7 +19,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgre
 import { startTelemetry } from "./telemetry.js";
 import { observeOutbox, observePool } from "./metrics.js";
 import { resolveGrantSecret } from "./grants.js";
-import { clientInterceptors, ownerOf, serverInterceptors, useNativeUtf8Check } from "./rpc.js";
+import { clientInterceptors, ownerOf, serverInterceptors } from "./rpc.js";
 import { createAssertionSigner, createAssertionVerifier, loadCallerKeys } from "./assertions.js";
 import { assertCalls, authenticateCalls } from "./authn.js";
 import { createTokenResolver } from "./tokens.js";
@@ -116,7 +116,6 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     cleanup.length = 0;
   };
   try {
-    useNativeUtf8Check();
     const telemetry = await startTelemetry(`cms-${config.target}`, config.telemetry);
     cleanup.push(() => telemetry.shutdown());
     const split = config.target !== "all";

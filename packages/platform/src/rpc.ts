@@ -5,7 +5,6 @@
 import { ScalarType, getOption, hasOption, type DescMessage } from "@bufbuild/protobuf";
 import { field as fieldOption } from "@cms/contracts/common/v1/options_pb";
 import { pathToString } from "@bufbuild/protobuf/reflect";
-import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { createValidator } from "@bufbuild/protovalidate";
 import type { Interceptor } from "@connectrpc/connect";
 import { ConnectError } from "@connectrpc/connect";
@@ -15,15 +14,6 @@ import type { Logger } from "./logger.js";
 import type { ServiceName } from "./config.js";
 
 const validator = createValidator();
-
-/**
- * protobuf-es checks that strings are well-formed UTF-16 before encoding them; its portable check
- * costs ~13 ms per MiB, which base64 chunks of several MiB pay on every hop. Node has a native
- * one. Called by the launcher (a process-wide setting, not a side effect of importing).
- */
-export function useNativeUtf8Check(): void {
-  configureTextEncoding({ ...getTextEncoding(), checkUtf8: (text: string) => (text as string & { isWellFormed(): boolean }).isWellFormed() });
-}
 
 /** The defaults a request message declares ((common.v1.field).default_json), read once per message type. */
 const defaultsOf = new WeakMap<DescMessage, Array<[string, unknown]>>();
