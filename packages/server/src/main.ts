@@ -24,8 +24,8 @@ try {
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    // The ready line is printed whatever LOG_LEVEL says: it is how people and scripts know.
-  log.child({}, { level: "info" }).info({ signal }, "shutting down");
+    // Like the ready line, printed whatever LOG_LEVEL says: scripts wait for it.
+    log.child({}, { level: "info" }).info({ signal }, "shutting down");
     const force = setTimeout(() => { log.error("shutdown took too long; exiting"); process.exit(1); }, config.shutdownTimeoutMs);
     force.unref();
     await system.stop();
