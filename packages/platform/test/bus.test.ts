@@ -268,6 +268,26 @@ test("a started relay also finds events on its timer (no notify)", async (t) => 
   t.deepEqual(seen.map((e) => e.id), [id]);
 });
 
+test("an idle relay's timer asks whether a row is due and claims only then: one read a pass, no transaction", async (t) => {
+  const { db, transport, relay } = await localHarness(t, { pollMs: 30 });
+  t.timeout(30_000);
+  const statements: string[] = [];
+  db.on("query", (q: { sql: string }) => statements.push(q.sql.replace(/\s+/g, " ").trim()));
+  const count = (re: RegExp) => statements.filter((sql) => re.test(sql)).length;
+  const seen: BusEvent[] = [];
+  await transport.subscribe("sub", "thing.created", async (e) => { seen.push(e); });
+  relay.start();
+  await until(() => count(/^SELECT EXISTS/) >= 3 || count(/^DELETE FROM outbox/) >= 3);
+  // The start's own pass claims; the timer's passes after it only read.
+  t.is(count(/^DELETE FROM outbox/), 1);
+  t.is(count(/^BEGIN/i), 1);
+  // A row the timer finds (written without a notify, as a crash between commit and notify leaves it) is claimed and published.
+  const id = await db.transaction((trx) => enqueueEvent(trx, "thing.created", { idle: true }));
+  await until(() => seen.length > 0);
+  t.deepEqual(seen.map((e) => e.id), [id]);
+  t.is(count(/^DELETE FROM outbox/), 2);
+});
+
 test("local transport refuses a duplicate subscription name on one type", async (t) => {
   const transport = createLocalTransport(log);
   await transport.subscribe("dup", "x", async () => {});
