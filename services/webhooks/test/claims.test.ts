@@ -90,3 +90,22 @@ test.serial("an attempt's outcome and webhook_remove at the same time never dead
   t.is(row.state, "delivered", "the outcome committed first; the remove discarded nothing it had");
   t.truthy((await a("webhooks").where({ id: claimed!.webhook_id }).first("removed_at")).removed_at);
 });
+
+test.serial("the reads before a pass's units: a delivery is due until claimed, a window once it closes", async (t) => {
+  await a("deliveries").delete();
+  await a("windows").delete();
+  const store = createWebhooksStore(a);
+  t.false(await store.anyDeliveryDue());
+  t.false(await store.anyWindowDue());
+  await seed(1, 1);
+  t.true(await store.anyDeliveryDue());
+  const [claimed] = await claim(a, 1, 60_000);
+  t.truthy(claimed);
+  t.false(await store.anyDeliveryDue(), "a claimed delivery is not due until its claim lapses");
+  await store.finishDelivery(claimed!.id, "delivered");
+  t.false(await store.anyDeliveryDue());
+  t.true(await store.addChange(1000, { eventId: randomUUID(), kind: "renamed", at: new Date() }, 60_000));
+  t.false(await store.anyWindowDue(), "a window open for a minute is not due");
+  await a("windows").update({ closes_at: a.raw("now() - interval '1 second'") });
+  t.true(await store.anyWindowDue());
+});

@@ -67,6 +67,8 @@ export interface WebhooksStore {
 
   /** Adds a change to the live enabled webhook's open window (opening one); false when there is no such webhook. */
   addChange(collectionId: number, change: { eventId: string; kind: string; at: Date; traceparent?: string }, coalesceMs: number): Promise<boolean>;
+  /** Whether a window is due now (read without locks: the pass's unit of work runs only then). */
+  anyWindowDue(): Promise<boolean>;
   /** Closes up to `limit` windows due now (their changes taken out), locked for this transaction. */
   closeDueWindows(limit: number): Promise<ClosedWindow[]>;
   insertDelivery(d: { id: string; webhookId: string; collectionId: number; event: string; body: string; windowClosedAt: Date; traceLinks?: string[] }): Promise<void>;
@@ -77,6 +79,8 @@ export interface WebhooksStore {
    * its deliveries in order.
    */
   claimDue(limit: number, claimMs: number): Promise<ClaimedDelivery[]>;
+  /** Whether a pending delivery is due now (read without locks: claiming runs only then). */
+  anyDeliveryDue(): Promise<boolean>;
   recordAttempt(a: { deliveryId: string; webhookId: string; event: string; attempt: number; status: number | null; durationMs: number; error: string | null }): Promise<void>;
   finishDelivery(id: string, state: "delivered" | "failed" | "discarded", error?: string): Promise<void>;
   retryDelivery(id: string, delayMs: number, error: string): Promise<void>;
@@ -146,6 +150,10 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
       );
       return true;
     },
+    async anyWindowDue() {
+      const { rows } = await q.raw("SELECT EXISTS (SELECT 1 FROM windows WHERE closes_at <= now()) AS due");
+      return rows[0]?.due === true;
+    },
     async closeDueWindows(limit) {
       const due: Array<{ webhook_id: string; closes_at: Date }> = await q("windows").where("closes_at", "<=", q.fn.now()).orderBy("closes_at").limit(limit)
         .forUpdate().skipLocked().select("webhook_id", "closes_at");
@@ -198,6 +206,10 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
         [candidates, limit, String(claimMs), String(claimMs)],
       );
       return rows as ClaimedDelivery[];
+    },
+    async anyDeliveryDue() {
+      const { rows } = await q.raw("SELECT EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending' AND next_attempt_at <= now()) AS due");
+      return rows[0]?.due === true;
     },
     async recordAttempt(a) {
       await q("attempts").insert({ delivery_id: a.deliveryId, webhook_id: a.webhookId, event: a.event, attempt: a.attempt, status: a.status, duration_ms: a.durationMs, error: a.error });
