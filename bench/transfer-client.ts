@@ -97,7 +97,7 @@ function downloadOnce(target: DownloadTarget) {
   return new Promise<{ seconds: number; bytes: number }>((resolve, reject) => {
     const t0 = performance.now();
     const req = http.request(target.endpoint, { method: target.method, headers: { ...target.headers, "content-length": Buffer.byteLength(body) } }, (res) => {
-      if (res.statusCode !== 200) { reject(new Error(`media.download: ${res.statusCode}`)); res.resume(); return; }
+      if (res.statusCode !== 200) { reject(new Error(`${target.method === "GET" ? `GET ${target.endpoint}` : "media.download"}: ${res.statusCode}`)); res.resume(); return; }
       let bytes = 0;
       res.on("data", (c: Buffer) => { bytes += c.length; });
       res.on("end", () => resolve({ seconds: (performance.now() - t0) / 1000, bytes }));
