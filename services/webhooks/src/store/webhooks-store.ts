@@ -151,7 +151,7 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
       return true;
     },
     async anyWindowDue() {
-      const { rows } = await q.raw("SELECT EXISTS (SELECT 1 FROM windows WHERE closes_at <= now()) AS due");
+      const { rows } = await prepared(q.raw("SELECT EXISTS (SELECT 1 FROM windows WHERE closes_at <= now()) AS due"));
       return rows[0]?.due === true;
     },
     async closeDueWindows(limit) {
@@ -208,7 +208,7 @@ export function createWebhooksStore(q: Queryable): WebhooksStore {
       return rows as ClaimedDelivery[];
     },
     async anyDeliveryDue() {
-      const { rows } = await q.raw("SELECT EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending' AND next_attempt_at <= now()) AS due");
+      const { rows } = await prepared(q.raw("SELECT EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending' AND next_attempt_at <= now()) AS due"));
       return rows[0]?.due === true;
     },
     async recordAttempt(a) {
