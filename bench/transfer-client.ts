@@ -14,7 +14,7 @@ type Job =
   | { kind: "download"; targets: DownloadTarget[]; repeat?: number };
 
 /** One side of a download comparison: a bare GET of a file, or media.download through the JSON endpoint. */
-interface DownloadTarget { endpoint: string; headers: Record<string, string>; mediaId: number; method: "GET" | "POST" }
+type DownloadTarget = { endpoint: string; headers: Record<string, string> } & ({ method: "GET" } | { method: "POST"; mediaId: number });
 
 /** Keep-alive connections for the JSON calls, as fetch keeps them. */
 const agent = new http.Agent({ keepAlive: true });

@@ -171,7 +171,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
     const downloads = async (file: string, mediaId: number) => {
       const [bareRun, serviceRun] = await transferClient<Array<{ seconds: number; bytes: number }>>({
         kind: "download", repeat: 5,
-        targets: [{ endpoint: file, headers: {}, mediaId: 0, method: "GET" }, { endpoint, headers, mediaId, method: "POST" }],
+        targets: [{ endpoint: file, headers: {}, method: "GET" }, { endpoint, headers, mediaId, method: "POST" }],
       });
       for (const r of [bareRun!, serviceRun!]) if (r.bytes !== FILE_BYTES) throw new Error(`download returned ${r.bytes} bytes`);
       return { bareGet: rate(FILE_BYTES, bareRun!.seconds), download: rate(FILE_BYTES, serviceRun!.seconds) };
