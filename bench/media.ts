@@ -105,11 +105,18 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
       await Promise.all(Array.from({ length: THUMB_WORKERS }, (_, w) => worker(w)));
       return n / thumbSeconds;
     };
-    await mediaThumbnails(jpeg);
-    // One finalize before the rounds: the first loads and compiles what the pipeline runs.
-    const warmSource = `${key}.warm.jpg`;
-    await system.store.put(warmSource, jpeg, { contentType: "image/jpeg" });
-    await finalize([warmSource], 1, Infinity);
+    // Both sides warmed before the rounds. The pipeline's JavaScript (the store, knex and pg, the
+    // Connect transport, the outbox and its consumers) runs a few times an image, so V8 optimizes
+    // it only after some hundreds of images: measured from the first image, the rounds counted the
+    // JIT's warm-up as the pipeline's cost (V8's own share of the CPU samples during the rounds, by
+    // perf: 12.6% after one image, 7.6% after 30 s of images; bench/notes/transfers.md, stop 31).
+    // BENCH_THUMB_WARMUP_SECONDS=0 warms with one image, as the scenario did before.
+    const warmSeconds = Number(process.env.BENCH_THUMB_WARMUP_SECONDS ?? 20);
+    const warmSources = Array.from({ length: Math.max(1, Math.ceil(warmSeconds * 60)) }, () => `${key}.warm.${sourceSeq++}.jpg`);
+    for (const src of warmSources) await system.store.put(src, jpeg, { contentType: "image/jpeg" });
+    await finalize(warmSources, warmSeconds > 0 ? THUMB_WORKERS : 1, warmSeconds > 0 ? Date.now() + warmSeconds * 1000 : Infinity);
+    if (warmSeconds > 0) await bareSharp();
+    else await mediaThumbnails(jpeg);
     const thumbRounds: Array<{ bare: { rate: number; cpuMsPerImage: number }; service: { rate: number; cpuMsPerImage: number } }> = [];
     for (let r = 0; r < THUMB_ROUNDS; r++) thumbRounds.push({ bare: await bareSharp(), service: await servicePipeline() });
     const pipeRate = await pipeline();
