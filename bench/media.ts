@@ -187,12 +187,12 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     return {
       scenario: "media",
       results,
-      summary: { items: 50000, collections: 200, seed_ms: seedMs, list_p95_ms: list.p95Ms, list_offset_5000_p95_ms: deepList.p95Ms, search_p95_ms: search.p95Ms, thumbnails_per_s: round(serviceRate, 2), thumbnails_end_to_end_per_s: round(pipeRate, 2), bare_sharp_per_s: round(bareRate, 2), thumbnails_vs_bare: thumbRatios, thumbnails_cpu_bare_over_service: thumbCpuRatios, list_vs_bare_page: round(listRatio, 4), goals },
+      summary: { items: 50000, collections: 200, seed_ms: seedMs, list_p95_ms: list.p95Ms, list_offset_5000_p95_ms: deepList.p95Ms, search_p95_ms: search.p95Ms, thumbnails_per_s: round(serviceRate, 2), thumbnails_end_to_end_per_s: round(pipeRate, 2), bare_sharp_per_s: round(bareRate, 2), thumbnails_vs_bare: thumbRatios, thumbnails_warmup_s: warmSeconds, thumbnails_cpu_bare_over_service: thumbCpuRatios, list_vs_bare_page: round(listRatio, 4), goals },
       lines: [
         `seeded 50000 media across 200 collections (10000 in one) in ${(seedMs / 1000).toFixed(1)} s`,
         formatTable(results),
         "",
-        `thumbnails (2000x1500 JPEG, ${THUMB_WORKERS} concurrent jobs each, ${THUMB_ROUNDS} alternated rounds of ${thumbSeconds} s, before the seed):`,
+        `thumbnails (2000x1500 JPEG, ${THUMB_WORKERS} concurrent jobs each, ${THUMB_ROUNDS} alternated rounds of ${thumbSeconds} s after a ${warmSeconds} s warm-up of both sides, before the seed):`,
         ...thumbRounds.map((x, i) => `  round ${i + 1}: bare sharp ${x.bare.rate.toFixed(2)}/s (${x.bare.cpuMsPerImage.toFixed(1)} ms CPU an image), media service pipeline ${x.service.rate.toFixed(2)}/s (${x.service.cpuMsPerImage.toFixed(1)} ms CPU with PostgreSQL's): ${thumbRatios[i]!.toFixed(3)}`,
         ),
         `  pipeline / bare sharp: ${ratioRange(thumbRatios)} (goal >= 0.8 in every round): ${goals.thumbnails_at_least_80pct_of_bare ? "PASS" : "FAIL"}; CPU an image, bare / pipeline: ${ratioRange(thumbCpuRatios)}`,
