@@ -1,8 +1,10 @@
 /**
  * The personal search in the store: an owner of at most PREPARED_SEARCH_MAX_OWNER_ROWS
  * collections is searched by a prepared statement (gated by a count of the owner's rows until
- * the owner is known to be small), a larger owner by the statement planned for the query; on
- * either side of the bound the page and the total are those of the planned one.
+ * the owner is known to be small), a larger owner by a prepared statement of its own for a query
+ * with three letters or digits in a row (up to OWNER_STATEMENTS_MAX of them) or else by the
+ * statement planned for the query; whichever runs, the page and the total are those of the
+ * planned one.
  */
 import test from "ava";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -11,7 +13,8 @@ import { freshDatabase } from "../../../test/helpers/system.ts";
 import { createDb, ensureExtensions, migrate, serviceMigrations } from "@cms/platform";
 import { collectionsMigrations } from "../src/store/migrations.js";
 import {
-  PREPARED_SEARCH_MAX_OWNER_ROWS, SEARCH_SESSION_SETTINGS, createCollectionsStore, ownerSizes, searchPlanSql,
+  OWNER_STATEMENTS_MAX, PREPARED_SEARCH_MAX_OWNER_ROWS, SEARCH_SESSION_SETTINGS, createCollectionsStore, ownerSizes,
+  ownerStatements, searchPlanSql,
 } from "../src/store/collections-store.js";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -58,23 +61,29 @@ async function planned(query: string, userId: string, limit: number): Promise<{ 
   return { ids: rows.map((r: { id: unknown }) => Number(r.id)), total: rows.length ? Number(rows[0].total) : 0 };
 }
 
+/** What a large owner's own statement has and the others have not: the query's terms as subqueries. */
+const OWNER_STATEMENT_MARK = "%(SELECT lower(immutable_unaccent(%";
+
+type Runs = { gated: number; known: number; own: number };
 /**
- * Executions of the prepared small-owner searches of own collections (with shared ones or not):
- * the one gated by the owner's count, and the one of owners known to be small.
+ * Executions of the prepared searches of own collections (with shared ones or not): the one of
+ * small owners gated by the owner's count, the one of owners known to be small, and the large
+ * owners' own statements.
  */
-async function preparedRuns(withShared: boolean): Promise<{ gated: number; known: number }> {
+async function preparedRuns(withShared: boolean): Promise<Runs> {
   const { rows } = await db.raw(
     `SELECT coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement LIKE 'WITH owner AS%'), 0) AS gated,
-            coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement LIKE 'WITH hits AS%'), 0) AS known
-     FROM pg_prepared_statements WHERE (statement LIKE '%collaborators%') = ?`, [withShared],
+            coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement LIKE 'WITH hits AS%' AND statement NOT LIKE :mark), 0) AS known,
+            coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement LIKE :mark), 0) AS own
+     FROM pg_prepared_statements WHERE (statement LIKE '%collaborators%') = :withShared`, { mark: OWNER_STATEMENT_MARK, withShared },
   );
-  return { gated: Number(rows[0].gated), known: Number(rows[0].known) };
+  return { gated: Number(rows[0].gated), known: Number(rows[0].known), own: Number(rows[0].own) };
 }
 
 /** The executions since `before`. */
-async function runsSince(before: { gated: number; known: number }, withShared = false) {
+async function runsSince(before: Runs, withShared = false): Promise<Runs> {
   const now = await preparedRuns(withShared);
-  return { gated: now.gated - before.gated, known: now.known - before.known };
+  return { gated: now.gated - before.gated, known: now.known - before.known, own: now.own - before.own };
 }
 
 for (const [label, rows] of [["at the bound", PREPARED_SEARCH_MAX_OWNER_ROWS], ["one past the bound", PREPARED_SEARCH_MAX_OWNER_ROWS + 1], ["far past it", 1000]] as const) {
@@ -97,23 +106,24 @@ for (const [label, rows] of [["at the bound", PREPARED_SEARCH_MAX_OWNER_ROWS], [
       t.deepEqual(past, { rows: [], total: want.total }, "a page past the end keeps the total");
     }
     // Within the bound the first search ran the gated statement and found the owner small, and the
-    // 31 others the prepared one of known small owners; past it only the first ran, which found
-    // the owner large (then known as such for a while).
-    t.deepEqual(await runsSince(runsBefore), rows <= PREPARED_SEARCH_MAX_OWNER_ROWS ? { gated: 1, known: 4 * 8 - 1 } : { gated: 1, known: 0 });
+    // 31 others the prepared one of known small owners; past it the first found the owner large
+    // (then known as such for a while), and each search (a page past the end too) ran the owner's
+    // own statement, the queries having three letters in a row.
+    t.deepEqual(await runsSince(runsBefore), rows <= PREPARED_SEARCH_MAX_OWNER_ROWS ? { gated: 1, known: 4 * 8 - 1, own: 0 } : { gated: 1, known: 0, own: 4 * 8 });
     t.deepEqual(await store.search("nothing like it", ["own", "shared"], searcher(userId), 20, 0), { rows: [], total: 0 });
   });
 }
 
-test.serial("the prepared statement of own and shared collections: a small owner's searches run it, a large owner's only the first", async (t) => {
+test.serial("the prepared statements of own and shared collections: a small owner's searches run the shared one, a large owner's its own", async (t) => {
   const store = createCollectionsStore(db);
   const search = async (userId: string) => store.search("zephyr", ["own", "shared"], searcher(userId), 20, 0);
   const large = await owner(PREPARED_SEARCH_MAX_OWNER_ROWS + 1);
   const small = await owner(10);
   const before = await preparedRuns(true);
   for (let i = 0; i < 3; i++) t.is((await search(large)).total, 29);
-  t.deepEqual(await runsSince(before, true), { gated: 1, known: 0 });
+  t.deepEqual(await runsSince(before, true), { gated: 1, known: 0, own: 3 });
   for (let i = 0; i < 3; i++) t.is((await search(small)).total, 1);
-  t.deepEqual(await runsSince(before, true), { gated: 2, known: 2 });
+  t.deepEqual(await runsSince(before, true), { gated: 2, known: 2, own: 3 });
 });
 
 test.serial("an owner known to be small who grows past the bound still gets the planned page; once forgotten, the gate finds it large", async (t) => {
@@ -132,12 +142,62 @@ test.serial("an owner known to be small who grows past the bound still gets the 
   t.is(want.total, 150);
   const grown = await search();
   t.deepEqual({ ids: grown.rows.map((r) => Number(r.id)), total: grown.total }, want, "the known-small statement answers the grown owner rightly");
-  t.deepEqual(await runsSince(before), { gated: 1, known: 1 });
+  t.deepEqual(await runsSince(before), { gated: 1, known: 1, own: 0 });
   // The memory lapses (ten seconds): the gate counts again and finds the owner large.
   ownerSizes.delete(userId);
   t.is((await search()).total, 150);
   t.is((await search()).total, 150);
-  t.deepEqual(await runsSince(before), { gated: 2, known: 1 }, "after the gate found it large, the planned statement runs");
+  t.deepEqual(await runsSince(before), { gated: 2, known: 1, own: 2 }, "after the gate found it large, the owner's own statement runs");
+});
+
+test.serial("a large owner's own statement is planned once, and a query without three letters in a row gets the planned statement", async (t) => {
+  const store = createCollectionsStore(db);
+  const userId = await owner(2000);
+  await db.raw("ANALYZE collections");
+  const ownStatement = async () => (await db.raw(
+    "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE :owner AND statement LIKE :mark",
+    { owner: `%'${userId}'%`, mark: OWNER_STATEMENT_MARK },
+  )).rows.map((r: { generic_plans: unknown; custom_plans: unknown }) => ({ generic: Number(r.generic_plans), custom: Number(r.custom_plans) }));
+  for (const query of ["zephyr", "summer", "photos", "Album 1234"]) {
+    const want = await planned(query, userId, 20);
+    for (let i = 0; i < 3; i++) {
+      const got = await store.search(query, ["own"], searcher(userId), 20, 0);
+      t.deepEqual({ ids: got.rows.map((r) => Number(r.id)), total: got.total }, want, query);
+    }
+    const second = await store.search(query, ["own"], searcher(userId), 20, 20);
+    t.is(second.total, want.total, `${query}: the second page's total`);
+  }
+  const [runs] = await ownStatement();
+  t.is(runs!.generic + runs!.custom, 16);
+  // PostgreSQL plans a prepared statement for its values five times, then keeps its generic plan
+  // when that costs no more: the query's terms, unknown to that plan, cost it nothing.
+  t.true(runs!.generic >= 10, `generic plans: ${runs!.generic} of 16`);
+  const before = await preparedRuns(false);
+  for (const query of ["a.b", "50%", "c++ x"]) {
+    const got = await store.search(query, ["own"], searcher(userId), 20, 0);
+    const want = await planned(query, userId, 20);
+    t.deepEqual({ ids: got.rows.map((r) => Number(r.id)), total: got.total }, want, query);
+  }
+  t.deepEqual(await runsSince(before), { gated: 0, known: 0, own: 0 });
+});
+
+test.serial(`only the first ${OWNER_STATEMENTS_MAX} large owners of a process get a statement of their own`, async (t) => {
+  ownerStatements.clear();
+  // The tests after this one have owners of their own statements again.
+  t.teardown(() => ownerStatements.clear());
+  const store = createCollectionsStore(db);
+  const owners: string[] = [];
+  for (let i = 0; i <= OWNER_STATEMENTS_MAX; i++) owners.push(await owner(PREPARED_SEARCH_MAX_OWNER_ROWS + 1));
+  for (const userId of owners) t.is((await store.search("zephyr", ["own"], searcher(userId), 20, 0)).total, 29);
+  t.is(ownerStatements.size, OWNER_STATEMENTS_MAX);
+  const prepared = async (userId: string) => Number((await db.raw(
+    "SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE ?", [`%'${userId}'%`],
+  )).rows[0].n);
+  t.is(await prepared(owners[0]!), 1);
+  t.is(await prepared(owners[OWNER_STATEMENTS_MAX - 1]!), 1);
+  t.is(await prepared(owners[OWNER_STATEMENTS_MAX]!), 0, "the one past the bound is planned for its query");
+  const last = await store.search("zephyr", ["own"], searcher(owners[OWNER_STATEMENTS_MAX]!), 20, 0);
+  t.deepEqual({ ids: last.rows.map((r) => Number(r.id)), total: last.total }, await planned("zephyr", owners[OWNER_STATEMENTS_MAX]!, 20));
 });
 
 /**
@@ -171,7 +231,7 @@ async function scoredByDefinition(query: string, userId: string): Promise<Array<
   return rows.map((r: { id: unknown; score: unknown }) => ({ id: Number(r.id), score: Number(r.score) }));
 }
 
-for (const [label, filler] of [["a small owner (the prepared statement)", 0], ["a large owner (the statement planned for the query)", PREPARED_SEARCH_MAX_OWNER_ROWS]] as const) {
+for (const [label, filler] of [["a small owner (the prepared statement)", 0], ["a large owner (its own statement, or for a query without three letters in a row the statement planned for it)", PREPARED_SEARCH_MAX_OWNER_ROWS]] as const) {
   test.serial(`the ranking of ${label} is LIKE + word_similarity + ts_rank, for queries beside every kind of character`, async (t) => {
     const userId = randomUUID();
     await db.raw(

@@ -42,25 +42,40 @@ function escapeLike(s: string): string {
 // The query is folded (lower + immutable_unaccent, as search_text is built) and LIKE-escaped in
 // the statement itself: both are immutable, so the planner folds them into constants from the
 // bound :raw and the index conditions see plain values, without a round trip to fold it first.
-const NORM = "lower(immutable_unaccent(CAST(:raw AS text)))";
-const PATTERN = `('%' || replace(replace(replace(${NORM}, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')`;
-const TSQUERY = `plainto_tsquery('simple', ${NORM})`;
-const GENEROUS = `(c.search_text LIKE ${PATTERN} OR c.search_text %> ${NORM} OR c.search_tsv @@ ${TSQUERY})`;
-const STRICT = `(c.search_tsv @@ ${TSQUERY} OR lower(immutable_unaccent(c.name)) LIKE ${PATTERN})`;
+// A statement prepared for a large owner (ownerStatement below) has a plan made without the
+// query: there each term the query gives is a scalar subquery, computed once per execution
+// instead of once per row read.
 /**
- * The query found as whole words: an occurrence with no letter or digit on either side (the
- * folded query, everything but letters, digits and spaces escaped, as a regular expression).
- * For a query with a word in it, such a text's word_similarity is its maximum, 1: the query's
- * words, each padded as pg_trgm pads words, are one contiguous extent of the text's trigrams (a
- * query of punctuation alone has no trigram, and a similarity of 0). word_similarity is most of a
- * search's execution (~16 µs a hit: 3.2 of 4.4 ms over 200 hits of 69 characters), the
- * expression 1-2 µs, so it is measured only where the query is not found as whole words; the
- * score is the same (services/collections/test/search-store.test.ts compares it with
- * word_similarity's, hit by hit).
+ * The terms a search's match and score are made of, from the folded query. `once`: each term a
+ * scalar subquery (an InitPlan), for a plan made without the query's value.
  */
-const WHOLE_WORDS = `('(^|[^[:alnum:]])' || regexp_replace(${NORM}, '([^[:alnum:][:space:]])', '\\\\\\1', 'g') || '([^[:alnum:]]|$)')`;
-const WORD_SIMILARITY = `(CASE WHEN ${NORM} ~ '[[:alnum:]]' AND c.search_text ~ ${WHOLE_WORDS} THEN 1 ELSE word_similarity(${NORM}, c.search_text) END)`;
-const SCORE = `(CASE WHEN c.search_text LIKE ${PATTERN} THEN 1 ELSE 0 END + ${WORD_SIMILARITY} + ts_rank(c.search_tsv, ${TSQUERY}))`;
+function queryTerms(once: boolean) {
+  const fold = "lower(immutable_unaccent(CAST(:raw AS text)))";
+  const term = (sql: string) => (once ? `(SELECT ${sql})` : sql);
+  const pattern = term(`('%' || replace(replace(replace(${fold}, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')`);
+  const tsquery = term(`plainto_tsquery('simple', ${fold})`);
+  const norm = term(fold);
+  /**
+   * The query found as whole words: an occurrence with no letter or digit on either side (the
+   * folded query, everything but letters, digits and spaces escaped, as a regular expression).
+   * For a query with a word in it, such a text's word_similarity is its maximum, 1: the query's
+   * words, each padded as pg_trgm pads words, are one contiguous extent of the text's trigrams (a
+   * query of punctuation alone has no trigram, and a similarity of 0). word_similarity is most of a
+   * search's execution (~16 µs a hit: 3.2 of 4.4 ms over 200 hits of 69 characters), the
+   * expression 1-2 µs, so it is measured only where the query is not found as whole words; the
+   * score is the same (services/collections/test/search-store.test.ts compares it with
+   * word_similarity's, hit by hit).
+   */
+  const wholeWords = term(`('(^|[^[:alnum:]])' || regexp_replace(${fold}, '([^[:alnum:][:space:]])', '\\\\\\1', 'g') || '([^[:alnum:]]|$)')`);
+  const hasWord = term(`${fold} ~ '[[:alnum:]]'`);
+  const wordSimilarity = `(CASE WHEN ${hasWord} AND c.search_text ~ ${wholeWords} THEN 1 ELSE word_similarity(${norm}, c.search_text) END)`;
+  return {
+    generous: `(c.search_text LIKE ${pattern} OR c.search_text %> ${norm} OR c.search_tsv @@ ${tsquery})`,
+    strict: `(c.search_tsv @@ ${tsquery} OR lower(immutable_unaccent(c.name)) LIKE ${pattern})`,
+    score: `(CASE WHEN c.search_text LIKE ${pattern} THEN 1 ELSE 0 END + ${wordSimilarity} + ts_rank(c.search_tsv, ${tsquery}))`,
+  };
+}
+const { generous: GENEROUS, strict: STRICT, score: SCORE } = queryTerms(false);
 const VISIBLE_PUBLIC = `c.is_published AND c.share_access_level = 'public' AND NOT c.is_archived`;
 
 /** The word similarity that counts as a generous match (see above). */
@@ -69,19 +84,20 @@ const WORD_SIMILARITY_THRESHOLD = 0.5;
 /** Session settings of the collections pool that search relies on. */
 export const SEARCH_SESSION_SETTINGS = { "pg_trgm.word_similarity_threshold": String(WORD_SIMILARITY_THRESHOLD) } as const;
 
-function scopeSql(scope: Scope, match: string, score = SCORE): string {
-  const base = `SELECT c.id, ${score} AS score, coalesce(c.user_id = :me, false) AS own FROM collections c WHERE NOT c.is_deleted AND c.parent_id IS NULL`;
+/** A scope's hits; `me` is the searcher as SQL: the binding, or a literal in an owner's own statement. */
+function scopeSql(scope: Scope, match: string, score = SCORE, me = ":me"): string {
+  const base = `SELECT c.id, ${score} AS score, coalesce(c.user_id = ${me}, false) AS own FROM collections c WHERE NOT c.is_deleted AND c.parent_id IS NULL`;
   switch (scope) {
     case "own":
-      return `${base} AND c.user_id = :me AND NOT c.is_archived AND ${match}`;
+      return `${base} AND c.user_id = ${me} AND NOT c.is_archived AND ${match}`;
     case "shared":
-      return `${base} AND c.id IN (SELECT collection_id FROM collaborators WHERE user_id = :me AND status = 'accepted') AND NOT c.is_archived AND ${match}`;
+      return `${base} AND c.id IN (SELECT collection_id FROM collaborators WHERE user_id = ${me} AND status = 'accepted') AND NOT c.is_archived AND ${match}`;
     case "public":
-      return `${base} AND ${VISIBLE_PUBLIC} AND c.searchable AND c.user_id IS DISTINCT FROM :me AND ${match}`;
+      return `${base} AND ${VISIBLE_PUBLIC} AND c.searchable AND c.user_id IS DISTINCT FROM ${me} AND ${match}`;
     case "following":
       return `${base} AND ${VISIBLE_PUBLIC} AND (c.user_id, coalesce(CAST(c.publish_alias_id AS text), '')) IN (SELECT * FROM unnest(CAST(:followUsers AS uuid[]), CAST(:followAliases AS text[]))) AND ${match}`;
     case "liked":
-      return `${base} AND ${VISIBLE_PUBLIC} AND c.id IN (SELECT collection_id FROM likes WHERE user_id = :me) AND ${match}`;
+      return `${base} AND ${VISIBLE_PUBLIC} AND c.id IN (SELECT collection_id FROM likes WHERE user_id = ${me}) AND ${match}`;
   }
 }
 
@@ -93,7 +109,7 @@ const isGenerous = (s: Scope) => s === "own" || s === "shared";
  * each (a query's fold and word similarity per row, ~15 µs); over a bounded number of rows that
  * costs no more than planning the statement, which is three times the execution of a search over
  * 100 rows. Over a large owner's rows the same plan was 190 ms against 5 (bench/notes/search.md),
- * so larger owners keep a plan made for their query.
+ * so larger owners get a statement of their own (ownerStatement) or a plan made for their query.
  */
 export const PREPARED_SEARCH_MAX_OWNER_ROWS = 200;
 
@@ -124,12 +140,17 @@ export const ownerSizes = new TtlCache<"small" | "large">(LARGE_OWNER_MEMORY_MS)
  * first (up to one more than PREPARED_SEARCH_MAX_OWNER_ROWS) and a larger owner's hits are not
  * searched (a one-time filter); the page then has one row more, first, carrying `owner_rows`,
  * with null columns when the page is empty.
+ *
+ * `owner`: the searcher as a literal (a uuid, checked by the caller) instead of :me, and the
+ * query's terms computed once (queryTerms), for a large owner's own prepared statement.
  */
-function buildSearchSql(scopes: Scope[], ownerGate: boolean): { hits: string; page: string } {
-  const union = scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ");
-  const owner = `owner AS (SELECT count(*) AS n FROM (SELECT 1 FROM collections WHERE user_id = :me LIMIT ${PREPARED_SEARCH_MAX_OWNER_ROWS + 1}) o)`;
+function buildSearchSql(scopes: Scope[], ownerGate: boolean, owner?: string): { hits: string; page: string } {
+  const union = owner === undefined
+    ? scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ")
+    : scopes.map((s) => scopeSql(s, isGenerous(s) ? ONCE.generous : ONCE.strict, ONCE.score, `CAST('${owner}' AS uuid)`)).join(" UNION ALL ");
+  const ownerRows = `owner AS (SELECT count(*) AS n FROM (SELECT 1 FROM collections WHERE user_id = :me LIMIT ${PREPARED_SEARCH_MAX_OWNER_ROWS + 1}) o)`;
   const gate = ownerGate ? ` WHERE (SELECT n FROM owner) <= ${PREPARED_SEARCH_MAX_OWNER_ROWS}` : "";
-  const hits = `WITH ${ownerGate ? `${owner}, ` : ""}hits AS (SELECT id, max(score) AS score, bool_or(own) AS own FROM (${union}) u${gate} GROUP BY id)`;
+  const hits = `WITH ${ownerGate ? `${ownerRows}, ` : ""}hits AS (SELECT id, max(score) AS score, bool_or(own) AS own FROM (${union}) u${gate} GROUP BY id)`;
   const pageRows = `SELECT ${columnsOf("c")}, p.score, p.own AS is_own, p.total FROM page p JOIN collections c ON c.id = p.id`;
   const page = `${hits},
     page AS (SELECT id, score, own, count(*) OVER () AS total FROM hits ORDER BY own DESC, score DESC, id DESC LIMIT :limit OFFSET :offset)
@@ -149,6 +170,37 @@ function searchSql(scopes: Scope[], ownerGate = false): { hits: string; page: st
   const key = `${scopes.join(",")}${ownerGate ? "+gate" : ""}`;
   let sql = searchStatements.get(key);
   if (!sql) searchStatements.set(key, sql = buildSearchSql(scopes, ownerGate));
+  return sql;
+}
+
+const ONCE = queryTerms(true);
+
+/**
+ * A large owner's own statement of a search of `scopes`, prepared. A plan made for each query
+ * costs the database as much as the search it plans (0.9 of 2.2 ms over 20,000 collections,
+ * bench/notes/search.md); a prepared statement is planned once, but a generic plan of a statement
+ * binding the owner is made for the average owner, which for a large one is the 190 ms plan of
+ * PREPARED_SEARCH_MAX_OWNER_ROWS. With the owner written into the statement its plan is made for
+ * this owner's rows, and only the query is unknown to it: each term of the query is computed once
+ * per execution (queryTerms), and the plan, read from the owner's entries of
+ * collections_owner_search, is as fast as the one made for a query. Only for a query with three
+ * letters or digits in a row: the plan is made for one that gives trigrams, and for one that
+ * gives none PostgreSQL would read the trigram index whole (280 against 120 ms).
+ *
+ * Bounded: each statement stays prepared on every connection that ran it, ~0.4 MB of the server's
+ * memory each, so only the first OWNER_STATEMENTS_MAX (owner, scopes) of the process get one and
+ * other owners keep a plan made for their query. Exported for the store's tests.
+ */
+export const ownerStatements = new Map<string, string>();
+export const OWNER_STATEMENTS_MAX = 16;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+function ownerStatement(scopes: Scope[], owner: string, query: string): string | undefined {
+  if (!/[a-z0-9]{3}/i.test(query)) return undefined;
+  const key = `${owner} ${scopes.join(",")}`;
+  let sql = ownerStatements.get(key);
+  if (sql === undefined && ownerStatements.size < OWNER_STATEMENTS_MAX && UUID.test(owner)) {
+    ownerStatements.set(key, sql = buildSearchSql(scopes, false, owner).page);
+  }
   return sql;
 }
 
@@ -174,8 +226,9 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
 
   /**
    * A page of search hits by `page` (the statement without the gate): prepared for an owner
-   * known to be small, planned for its query for any other search; the gated prepared statement
-   * when a personal search's owner is of unknown size.
+   * known to be small, the owner's own prepared statement for a large one (when it has one),
+   * planned for its query for any other search; the gated prepared statement when a personal
+   * search's owner is of unknown size.
    */
   async function searchPage(scopes: Scope[], who: Searcher, bindings: Record<string, unknown>, page: string): Promise<Array<CollectionRow & { total: unknown }>> {
     if (who.userId !== null && scopes.includes("own") && scopes.every(isGenerous)) {
@@ -191,6 +244,8 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
         }
         ownerSizes.set(who.userId, "large");
       }
+      const own = ownerStatement(scopes, who.userId, String(bindings.raw));
+      if (own !== undefined) return preparedRows(q, own, bindings);
     }
     return (await q.raw(page, bindings)).rows;
   }
