@@ -210,10 +210,12 @@ function searchParams(query: string, who: Searcher) {
 
 /**
  * The statement and bindings of the first page of an own-scope search as search() runs it (for
- * EXPLAIN in the bench): planned for the query, or with `ownerGate` the prepared one of small owners.
+ * EXPLAIN in the bench, and the store's tests): planned for the query, the prepared one of small
+ * owners gated by their count, or a large owner's own.
  */
-export function searchPlanSql(query: string, userId: string, limit: number, ownerGate = false): [string, Record<string, unknown>] {
-  return [searchSql(["own"], ownerGate).page, { ...searchParams(query, { userId, follows: { users: [], aliases: [] } }), limit, offset: 0 }];
+export function searchPlanSql(query: string, userId: string, limit: number, statement: "planned" | "gated" | "owner" = "planned"): [string, Record<string, unknown>] {
+  const sql = statement === "owner" ? buildSearchSql(["own"], false, userId).page : searchSql(["own"], statement === "gated").page;
+  return [sql, { ...searchParams(query, { userId, follows: { users: [], aliases: [] } }), limit, offset: 0 }];
 }
 
 /** The collections store on the pool or a unit's transaction. */
