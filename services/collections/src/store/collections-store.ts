@@ -152,8 +152,12 @@ function buildSearchSql(scopes: Scope[], ownerGate: boolean, owner?: string): { 
   const gate = ownerGate ? ` WHERE (SELECT n FROM owner) <= ${PREPARED_SEARCH_MAX_OWNER_ROWS}` : "";
   const hits = `WITH ${ownerGate ? `${ownerRows}, ` : ""}hits AS (SELECT id, max(score) AS score, bool_or(own) AS own FROM (${union}) u${gate} GROUP BY id)`;
   const pageRows = `SELECT ${columnsOf("c")}, p.score, p.own AS is_own, p.total FROM page p JOIN collections c ON c.id = p.id`;
+  // An owner's statement takes the page's bounds as subqueries too: a plan made for a limit of 20
+  // is cheaper in the planner's eyes than one made for an unknown limit (a tenth of the hits),
+  // so for an owner of many hits PostgreSQL would keep planning the statement for its values.
+  const [limit, offset] = owner === undefined ? [":limit", ":offset"] : ["(SELECT CAST(:limit AS bigint))", "(SELECT CAST(:offset AS bigint))"];
   const page = `${hits},
-    page AS (SELECT id, score, own, count(*) OVER () AS total FROM hits ORDER BY own DESC, score DESC, id DESC LIMIT :limit OFFSET :offset)
+    page AS (SELECT id, score, own, count(*) OVER () AS total FROM hits ORDER BY own DESC, score DESC, id DESC LIMIT ${limit} OFFSET ${offset})
     ${ownerGate
       ? `SELECT o.n AS owner_rows, x.* FROM owner o LEFT JOIN (${pageRows}) x ON true ORDER BY x.is_own DESC, x.score DESC, x.id DESC`
       : `${pageRows} ORDER BY p.own DESC, p.score DESC, p.id DESC`}`;
