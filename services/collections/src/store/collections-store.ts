@@ -131,6 +131,8 @@ const SMALL_OWNER_MEMORY_MS = 10_000;
  */
 export const ownerSizes = new TtlCache<"small" | "large">(LARGE_OWNER_MEMORY_MS);
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /**
  * The hits of the scopes (a CTE) and one page of them, with named bindings :raw :me
  * :followUsers :followAliases :limit :offset. Only the hits are scored; the page is chosen from
@@ -141,10 +143,11 @@ export const ownerSizes = new TtlCache<"small" | "large">(LARGE_OWNER_MEMORY_MS)
  * searched (a one-time filter); the page then has one row more, first, carrying `owner_rows`,
  * with null columns when the page is empty.
  *
- * `owner`: the searcher as a literal (a uuid, checked by the caller) instead of :me, and the
+ * `owner`: the searcher as a literal (a uuid, or it throws) instead of :me, and the
  * query's terms computed once (queryTerms), for a large owner's own prepared statement.
  */
 function buildSearchSql(scopes: Scope[], ownerGate: boolean, owner?: string): { hits: string; page: string } {
+  if (owner !== undefined && !UUID.test(owner)) throw new Error(`not a uuid: ${owner}`);
   const union = owner === undefined
     ? scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ")
     : scopes.map((s) => scopeSql(s, isGenerous(s) ? ONCE.generous : ONCE.strict, ONCE.score, `CAST('${owner}' AS uuid)`)).join(" UNION ALL ");
@@ -197,7 +200,6 @@ const ONCE = queryTerms(true);
  */
 export const ownerStatements = new Map<string, string>();
 export const OWNER_STATEMENTS_MAX = 16;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 function ownerStatement(scopes: Scope[], owner: string, query: string): string | undefined {
   if (!/[a-z0-9]{3}/i.test(query)) return undefined;
   const key = `${owner} ${scopes.join(",")}`;
