@@ -184,11 +184,13 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
       // A collections search is a prepared statement (a small owner's, gated by its count, or a
       // large owner's own): its plan is the generic one, shown as PostgreSQL runs it after the
       // first executions of the statement on a connection.
+      const prepared = size.kind === "collections";
       const statement = size.rows <= PREPARED_SEARCH_MAX_OWNER_ROWS ? "gated" : "owner";
+      const label = prepared ? ` (prepared, ${statement === "owner" ? "the owner's own statement" : "gated"}, generic plan)` : "";
       for (const word of [PROBE, COMMON]) {
-        const [sql, bindings]: [string, any] = size.kind === "collections" ? searchPlanSql(word, size.userId, 20, statement) : mediaSearchPlanSql(word, size.userId, 50);
-        const plan = size.kind === "collections" ? await explainPrepared(db, sql, bindings) : (await db.raw(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings)).rows as Array<Record<string, string>>;
-        plans.push(`-- ${size.name}, "${word}"${size.kind === "collections" ? ` (prepared, ${statement === "owner" ? "the owner's own statement" : "gated"}, generic plan)` : ""}:`, ...plan.map((r) => `    ${r["QUERY PLAN"]}`), "");
+        const [sql, bindings]: [string, any] = prepared ? searchPlanSql(word, size.userId, 20, statement) : mediaSearchPlanSql(word, size.userId, 50);
+        const plan = prepared ? await explainPrepared(db, sql, bindings) : (await db.raw(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings)).rows as Array<Record<string, string>>;
+        plans.push(`-- ${size.name}, "${word}"${label}:`, ...plan.map((r) => `    ${r["QUERY PLAN"]}`), "");
       }
     }
     return {
