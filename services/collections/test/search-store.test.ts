@@ -183,6 +183,31 @@ test.serial("a large owner's own statement is planned once, and a query without 
   t.deepEqual(await runsSince(before), { gated: 0, known: 0, own: 0 });
 });
 
+test.serial("a large owner's own statement of own and shared collections: its hits first, then the accepted shares, as the planned statement ranks them", async (t) => {
+  const store = createCollectionsStore(db);
+  const userId = await owner(PREPARED_SEARCH_MAX_OWNER_ROWS + 50);
+  const other = await owner(20);
+  const theirs = (await db.raw("SELECT id, name FROM collections WHERE user_id = ? ORDER BY id", [other])).rows as Array<{ id: string; name: string }>;
+  const share = async (id: string, status: string) => db.raw(
+    "INSERT INTO collaborators (collection_id, user_id, inviter_user_id, status) VALUES (?, ?, ?, ?)", [id, userId, other, status],
+  );
+  // Two of the other owner's zephyr collections shared with this owner: one accepted, one pending.
+  const zephyrs = theirs.filter((r) => r.name.endsWith("zephyr"));
+  t.is(zephyrs.length, 3);
+  await share(zephyrs[0]!.id, "accepted");
+  await share(zephyrs[1]!.id, "pending");
+  // Ranked own hits first (the planned statement of own collections), then the accepted share.
+  const own = await planned("zephyr", userId, 100);
+  const want = { ids: [...own.ids, Number(zephyrs[0]!.id)], total: own.total + 1 };
+  const before = await preparedRuns(true);
+  for (let i = 0; i < 7; i++) {
+    const got = await store.search("zephyr", ["own", "shared"], searcher(userId), 100, 0);
+    t.deepEqual({ ids: got.rows.map((r) => Number(r.id)), total: got.total }, want);
+    t.deepEqual(got.rows.map((r) => Boolean((r as { is_own?: unknown }).is_own)), [...own.ids.map(() => true), false]);
+  }
+  t.deepEqual(await runsSince(before, true), { gated: 1, known: 0, own: 7 });
+});
+
 test.serial(`only the first ${OWNER_STATEMENTS_MAX} large owners of a process get a statement of their own`, async (t) => {
   ownerStatements.clear();
   // The tests after this one have owners of their own statements again.
