@@ -76,6 +76,7 @@ function queryTerms(once: boolean) {
   };
 }
 const { generous: GENEROUS, strict: STRICT, score: SCORE } = queryTerms(false);
+const ONCE = queryTerms(true);
 const VISIBLE_PUBLIC = `c.is_published AND c.share_access_level = 'public' AND NOT c.is_archived`;
 
 /** The word similarity that counts as a generous match (see above). */
@@ -179,8 +180,6 @@ function searchSql(scopes: Scope[], ownerGate = false): { hits: string; page: st
   if (!sql) searchStatements.set(key, sql = buildSearchSql(scopes, ownerGate));
   return sql;
 }
-
-const ONCE = queryTerms(true);
 
 /**
  * A large owner's own statement of a search of `scopes`, prepared. A plan made for each query
