@@ -23,4 +23,5 @@ export * from "./events.js";
 export * from "./outbound.js";
 export * from "./grants.js";
 export * from "./images.js";
+export * from "./ids.js";
 export { createUnaryFastPath, createUnaryTransport } from "./connect-unary.js";

@@ -61,6 +61,11 @@ async function planned(query: string, userId: string, limit: number): Promise<{ 
   return { ids: rows.map((r: { id: unknown }) => Number(r.id)), total: rows.length ? Number(rows[0].total) : 0 };
 }
 
+/** A store's page in planned()'s shape. */
+function pageOf(page: { rows: Array<{ id: unknown }>; total: number }): { ids: number[]; total: number } {
+  return { ids: page.rows.map((r) => Number(r.id)), total: page.total };
+}
+
 /** What a large owner's own statement has and the others have not: the query's terms as subqueries. */
 const OWNER_STATEMENT_MARK = "%(SELECT lower(immutable_unaccent(%";
 
@@ -141,7 +146,7 @@ test.serial("an owner known to be small who grows past the bound still gets the 
   const want = await planned("zephyr", userId, 20);
   t.is(want.total, 150);
   const grown = await search();
-  t.deepEqual({ ids: grown.rows.map((r) => Number(r.id)), total: grown.total }, want, "the known-small statement answers the grown owner rightly");
+  t.deepEqual(pageOf(grown), want, "the known-small statement answers the grown owner rightly");
   t.deepEqual(await runsSince(before), { gated: 1, known: 1, own: 0 });
   // The memory lapses (ten seconds): the gate counts again and finds the owner large.
   ownerSizes.delete(userId);
@@ -164,7 +169,7 @@ test.serial("a large owner's own statement is planned once, and a query without 
     const want = await planned(query, userId, 20);
     for (let i = 0; i < 3; i++) {
       const got = await store.search(query, ["own"], searcher(userId), 20, 0);
-      t.deepEqual({ ids: got.rows.map((r) => Number(r.id)), total: got.total }, want, query);
+      t.deepEqual(pageOf(got), want, query);
     }
     const second = await store.search(query, ["own"], searcher(userId), 20, 20);
     t.is(second.total, want.total, `${query}: the second page's total`);
@@ -178,7 +183,7 @@ test.serial("a large owner's own statement is planned once, and a query without 
   for (const query of ["a.b", "50%", "c++ x"]) {
     const got = await store.search(query, ["own"], searcher(userId), 20, 0);
     const want = await planned(query, userId, 20);
-    t.deepEqual({ ids: got.rows.map((r) => Number(r.id)), total: got.total }, want, query);
+    t.deepEqual(pageOf(got), want, query);
   }
   t.deepEqual(await runsSince(before), { gated: 0, known: 0, own: 0 });
 });
@@ -202,7 +207,7 @@ test.serial("a large owner's own statement of own and shared collections: its hi
   const before = await preparedRuns(true);
   for (let i = 0; i < 7; i++) {
     const got = await store.search("zephyr", ["own", "shared"], searcher(userId), 100, 0);
-    t.deepEqual({ ids: got.rows.map((r) => Number(r.id)), total: got.total }, want);
+    t.deepEqual(pageOf(got), want);
     t.deepEqual(got.rows.map((r) => Boolean((r as { is_own?: unknown }).is_own)), [...own.ids.map(() => true), false]);
   }
   t.deepEqual(await runsSince(before, true), { gated: 1, known: 0, own: 7 });
@@ -224,7 +229,7 @@ test.serial(`only the first ${OWNER_STATEMENTS_MAX} large owners of a process ge
   t.is(await prepared(owners[OWNER_STATEMENTS_MAX - 1]!), 1);
   t.is(await prepared(owners[OWNER_STATEMENTS_MAX]!), 0, "the one past the bound is planned for its query");
   const last = await store.search("zephyr", ["own"], searcher(owners[OWNER_STATEMENTS_MAX]!), 20, 0);
-  t.deepEqual({ ids: last.rows.map((r) => Number(r.id)), total: last.total }, await planned("zephyr", owners[OWNER_STATEMENTS_MAX]!, 20));
+  t.deepEqual(pageOf(last), await planned("zephyr", owners[OWNER_STATEMENTS_MAX]!, 20));
 });
 
 /**

@@ -2,7 +2,7 @@
  * The knex adapter of the collections schema's stores (../app/ports.ts). It works on whatever it
  * is given: the pool, or the transaction of a unit of work.
  */
-import { TtlCache, pageWithTotal, prepared, preparedRows, windowTotal, type Queryable } from "@cms/platform";
+import { TtlCache, isUuid, pageWithTotal, prepared, preparedRows, windowTotal, type Queryable } from "@cms/platform";
 import type { CollectionRow } from "../domain/collection-json.js";
 import type {
   CollectionPatch, CollectionsStore, CollectionsStores, CoverRow, ListFilter, NewCollection, RowPage, Scope, Searcher, SortBy,
@@ -132,8 +132,6 @@ const SMALL_OWNER_MEMORY_MS = 10_000;
  */
 export const ownerSizes = new TtlCache<"small" | "large">(LARGE_OWNER_MEMORY_MS);
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * The hits of the scopes (a CTE) and one page of them, with named bindings :raw :me
  * :followUsers :followAliases :limit :offset. Only the hits are scored; the page is chosen from
@@ -148,7 +146,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * query's terms computed once (queryTerms), for a large owner's own prepared statement.
  */
 function buildSearchSql(scopes: Scope[], ownerGate: boolean, owner?: string): { hits: string; page: string } {
-  if (owner !== undefined && !UUID.test(owner)) throw new Error(`not a uuid: ${owner}`);
+  if (owner !== undefined && !isUuid(owner)) throw new Error(`not a uuid: ${owner}`);
   const union = owner === undefined
     ? scopes.map((s) => scopeSql(s, isGenerous(s) ? GENEROUS : STRICT)).join(" UNION ALL ")
     : scopes.map((s) => scopeSql(s, isGenerous(s) ? ONCE.generous : ONCE.strict, ONCE.score, `CAST('${owner}' AS uuid)`)).join(" UNION ALL ");
@@ -203,7 +201,7 @@ function ownerStatement(scopes: Scope[], owner: string, query: string): string |
   if (!/[a-z0-9]{3}/i.test(query)) return undefined;
   const key = `${owner} ${scopes.join(",")}`;
   let sql = ownerStatements.get(key);
-  if (sql === undefined && ownerStatements.size < OWNER_STATEMENTS_MAX && UUID.test(owner)) {
+  if (sql === undefined && ownerStatements.size < OWNER_STATEMENTS_MAX && isUuid(owner)) {
     ownerStatements.set(key, sql = buildSearchSql(scopes, false, owner).page);
   }
   return sql;

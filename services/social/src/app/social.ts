@@ -2,9 +2,9 @@
  * The social service's use cases over its store and the user directory: each one applies the
  * domain rules and returns plain views that the RPC handlers put on the wire.
  */
-import { AppError, isUniqueViolation } from "@cms/platform";
+import { AppError, isUniqueViolation, isUuid } from "@cms/platform";
 import {
-  assertBelowAliasCap, assertNotOwnHandle, assertNotReserved, followingPage, handleTaken, isUuid, validateHandle,
+  assertBelowAliasCap, assertNotOwnHandle, assertNotReserved, followingPage, handleTaken, validateHandle,
   type PageRequest,
 } from "../domain/aliases.js";
 import { normaliseProfileTags, normaliseProfileText, parseDefaultAliasId } from "../domain/profile.js";

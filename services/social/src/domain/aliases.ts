@@ -68,13 +68,6 @@ export function assertNotOwnHandle(callerId: string, ownerId: string): void {
   }
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** True for a textual uuid (any version), so that storage never sees a malformed id. */
-export function isUuid(value: string): boolean {
-  return UUID.test(value);
-}
-
 export interface PageRequest { limit?: number; offset?: number }
 export interface Page { limit: number; offset: number; /** The request named limit or offset. */ explicit: boolean }
 

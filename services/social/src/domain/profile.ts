@@ -1,6 +1,6 @@
 /** Rules for profile.update: tag shortcuts and the default publishing alias. */
 import { AppError } from "@cms/platform/errors";
-import { isUuid } from "./aliases.js";
+import { isUuid } from "@cms/platform/ids";
 
 export const MAX_PROFILE_TAGS = 20;
 export const MAX_TAG_LENGTH = 50;
