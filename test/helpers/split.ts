@@ -44,14 +44,32 @@ export interface Proc {
 }
 
 export async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
+  return (await freePorts(1))[0]!;
+}
+
+/**
+ * `count` distinct free ports. Each probe stays listening until all are taken: a port closed at
+ * once can be handed out again by the next listen(0), and two processes of one system were then
+ * given the same port (EADDRINUSE at start).
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const probes: Array<ReturnType<typeof createServer>> = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const srv = createServer();
+      probes.push(srv);
+      await new Promise<void>((resolveListen, reject) => {
+        srv.once("error", reject);
+        srv.listen(0, "127.0.0.1", () => resolveListen());
+      });
+    }
+    return probes.map((srv) => {
       const addr = srv.address();
-      srv.close(() => resolvePort(typeof addr === "object" && addr ? addr.port : 0));
+      return typeof addr === "object" && addr ? addr.port : 0;
     });
-  });
+  } finally {
+    await Promise.all(probes.map((srv) => new Promise<void>((r) => (srv.listening ? srv.close(() => r()) : r()))));
+  }
 }
 
 function baseEnv(): Record<string, string> {
@@ -176,10 +194,9 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
   chmodSync(dataDir, 0o755);
   const db = await freshDatabase(process.env.DATABASE_URL!);
   const stream = `CMS_SPLIT_${id}`;
-  const servicePorts = {} as Record<ServiceTarget, number>;
-  for (const s of SERVICES) servicePorts[s] = await freePort();
-  const gatewayPorts: number[] = [];
-  for (let i = 0; i < (opts.gateways ?? 1); i++) gatewayPorts.push(await freePort());
+  const ports = await freePorts(SERVICES.length + (opts.gateways ?? 1));
+  const servicePorts = Object.fromEntries(SERVICES.map((s, i) => [s, ports[i]!])) as Record<ServiceTarget, number>;
+  const gatewayPorts = ports.slice(SERVICES.length);
   const env: Record<string, string> = {
     ...baseEnv(),
     HOST: "127.0.0.1",
