@@ -11,6 +11,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { execFile } from "node:child_process";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
+import { entryArgs } from "../helpers/split.js";
 import { WebClient, hiddenField } from "../helpers/web-client.js";
 import { authorizeUrl, callbackParams, pkcePair, tokenRequest } from "../helpers/oauth-client.js";
 
@@ -340,7 +341,7 @@ test("mcp.revoke_session, called with the web session token, ends the user's MCP
 
 test.serial("admin CLI client create: a confidential client authenticates with HTTP Basic; a wrong secret is 401 invalid_client", async (t) => {
   t.timeout(120_000);
-  const out = await new Promise<string>((resolve, reject) => execFile(process.execPath, ["--import", "tsx", "packages/server/src/admin-cli.ts", "client", "create", "--name", "Backoffice", "--redirect-uri", "https://backoffice.example/cb", "--confidential"], { env: { ...process.env, ...sys.env, LOG_LEVEL: "error" } }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))));
+  const out = await new Promise<string>((resolve, reject) => execFile(process.execPath, [...entryArgs("packages/server/src/admin-cli.ts"), "client", "create", "--name", "Backoffice", "--redirect-uri", "https://backoffice.example/cb", "--confidential"], { env: { ...process.env, ...sys.env, LOG_LEVEL: "error" } }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))));
   const created = JSON.parse(out.trim());
   t.regex(created.client_id, /^cms_client_/);
   t.regex(created.client_secret, /^cms_cs_/);

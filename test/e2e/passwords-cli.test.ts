@@ -2,6 +2,7 @@
 import test from "ava";
 import { spawn } from "node:child_process";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
+import { entryArgs } from "../helpers/split.js";
 import { verifyPassword } from "../../services/auth/src/domain/passwords.js";
 
 let sys: TestSystem;
@@ -11,7 +12,7 @@ test.after.always(async () => { await sys?.stop(); });
 /** Runs the admin CLI with `input` on standard input: exit code, stdout, stderr. */
 function admin(args: string[], input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "packages/server/src/admin-cli.ts", ...args], {
+    const child = spawn(process.execPath, [...entryArgs("packages/server/src/admin-cli.ts"), ...args], {
       cwd: process.cwd(), env: { ...process.env, ...sys.env, LOG_LEVEL: "error" }, stdio: ["pipe", "pipe", "pipe"],
     });
     let stdout = "", stderr = "";
