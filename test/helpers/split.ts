@@ -31,6 +31,7 @@ export function entryArgs(tsPath: string, distDir = join(ROOT, "dist")): string[
   if (!existsSync(built)) throw new Error(`TEST_RUN_DIST=1 but ${built} is missing: run \`npm run build\` first`);
   return ["--enable-source-maps", built];
 }
+
 export const SERVICES = ["auth", "collections", "media", "social", "webhooks"] as const;
 export type ServiceTarget = (typeof SERVICES)[number];
 const READY_TIMEOUT_MS = 90_000;
