@@ -107,17 +107,22 @@ test.serial("starts on a fresh DATA_DIR, answers queries, and stop() stops it", 
   }
 });
 
+/** A port a server of this test listens on until the test ends (or, with `release`, a free one). */
+async function portHeldBy(t: ExecutionContext, opts: { release?: boolean } = {}): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const closed = () => new Promise<void>((r) => server.close(() => r()));
+  const port = (server.address() as { port: number }).port;
+  if (opts.release) await closed();
+  else t.teardown(closed);
+  return port;
+}
+
 test.serial("a port taken between its choice and postgres's bind: the engine starts on another", async (t) => {
   t.timeout(120_000);
   const dir = tempDataDir(t);
-  const squatter = createServer();
-  await new Promise<void>((r) => squatter.listen(0, "127.0.0.1", () => r()));
-  t.teardown(() => new Promise<void>((r) => squatter.close(() => r())));
-  const taken = (squatter.address() as { port: number }).port;
-  const free = createServer();
-  await new Promise<void>((r) => free.listen(0, "127.0.0.1", () => r()));
-  const other = (free.address() as { port: number }).port;
-  await new Promise<void>((r) => free.close(() => r()));
+  const taken = await portHeldBy(t);
+  const other = await portHeldBy(t, { release: true });
   const offered = [taken, other];
   const lines: Array<Record<string, unknown>> = [];
   const capture = createLogger("info", {}, { write: (line: string) => { lines.push(JSON.parse(line)); } });
@@ -134,10 +139,7 @@ test.serial("a port taken between its choice and postgres's bind: the engine sta
 test.serial("a port taken on every attempt: the start fails after three, with the engine's reason", async (t) => {
   t.timeout(120_000);
   const dir = tempDataDir(t);
-  const squatter = createServer();
-  await new Promise<void>((r) => squatter.listen(0, "127.0.0.1", () => r()));
-  t.teardown(() => new Promise<void>((r) => squatter.close(() => r())));
-  const taken = (squatter.address() as { port: number }).port;
+  const taken = await portHeldBy(t);
   let attempts = 0;
   const err = await t.throwsAsync(startEmbeddedPostgres(dir, log, { choosePort: async () => { attempts++; return taken; } }));
   t.regex(err!.message, /did not start/);
