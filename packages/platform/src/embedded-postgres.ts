@@ -217,6 +217,9 @@ export async function startEmbeddedPostgres(
         setEnginePort(engine, port);
         continue;
       }
+      if (portTaken(startLog)) {
+        throw new Error(`The embedded PostgreSQL under ${dir} did not start: the port chosen for it was taken before it could bind it, ${PORT_ATTEMPTS} times (the last ${port}). Run again, or set DATABASE_URL.`);
+      }
       throw new Error(
         `The embedded PostgreSQL under ${dir} did not start${err ? `: ${String(err)}` : ""}. ` +
           "If a previous run was killed, its engine may still hold the directory; run again to clean it up, or set DATABASE_URL.",
