@@ -15,7 +15,8 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { freePort, hookedCollection, mustCall, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { freePort } from "@cms/platform";
+import { hookedCollection, mustCall, splitEnabled, startSplitSystem } from "../helpers/split.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 import { systemDb, until } from "../helpers/faults.js";
 

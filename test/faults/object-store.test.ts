@@ -13,7 +13,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { call, freePort, mustCall, postOp, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { freePort } from "@cms/platform";
+import { call, mustCall, postOp, splitEnabled, startSplitSystem } from "../helpers/split.js";
 
 const require = createRequire(import.meta.url);
 

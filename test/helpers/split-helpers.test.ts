@@ -1,22 +1,9 @@
-/** The split helper's process plumbing: distinct free ports, and how an entry point is run. */
+/** The split helper: how an entry point is run. */
 import test from "ava";
-import { createServer } from "node:net";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { entryArgs, freePorts } from "./split.js";
-
-test("a system's ports are distinct and free once returned", async (t) => {
-  for (let round = 0; round < 20; round++) {
-    const ports = await freePorts(7);
-    t.is(new Set(ports).size, 7, `round ${round}: ${ports.join(", ")}`);
-    for (const port of ports) {
-      const srv = createServer();
-      await new Promise<void>((resolve, reject) => { srv.once("error", reject); srv.listen(port, "127.0.0.1", () => resolve()); });
-      await new Promise<void>((r) => srv.close(() => r()));
-    }
-  }
-});
+import { entryArgs } from "./split.js";
 
 test.serial("an entry point runs through tsx, or from dist/ with TEST_RUN_DIST=1 (refused when it was not built)", (t) => {
   const before = process.env.TEST_RUN_DIST;

@@ -6,13 +6,12 @@
  */
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { createDb, generateCallerKeyPem, waitForConsumers, waitForOutbox } from "@cms/platform";
+import { createDb, freePorts, generateCallerKeyPem, waitForConsumers, waitForOutbox } from "@cms/platform";
 import { API_KEY, freshDatabase, withJetStream } from "./system.js";
 
 export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -55,35 +54,6 @@ export interface Proc {
   ready: Promise<string>;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   done: boolean;
-}
-
-export async function freePort(): Promise<number> {
-  return (await freePorts(1))[0]!;
-}
-
-/**
- * `count` distinct free ports. Each probe stays listening until all are taken: a port closed at
- * once can be handed out again by the next listen(0), and two processes of one system were then
- * given the same port (EADDRINUSE at start).
- */
-export async function freePorts(count: number): Promise<number[]> {
-  const probes: Array<ReturnType<typeof createServer>> = [];
-  try {
-    for (let i = 0; i < count; i++) {
-      const srv = createServer();
-      probes.push(srv);
-      await new Promise<void>((resolveListen, reject) => {
-        srv.once("error", reject);
-        srv.listen(0, "127.0.0.1", () => resolveListen());
-      });
-    }
-    return probes.map((srv) => {
-      const addr = srv.address();
-      return typeof addr === "object" && addr ? addr.port : 0;
-    });
-  } finally {
-    await Promise.all(probes.map((srv) => new Promise<void>((r) => (srv.listening ? srv.close(() => r()) : r()))));
-  }
 }
 
 function baseEnv(): Record<string, string> {

@@ -8,11 +8,11 @@
 import { existsSync, readFileSync, writeFileSync, rmSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { createServer } from "node:net";
 import { userInfo } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import type { Logger } from "./logger.js";
+import { freePort } from "./ports.js";
 import { assertOwnFolder, chooseEngineBase, engineBaseCandidates, engineHome, enginePackages, ensureEngineCopy, externalClusterDir, mkdirReachable, reachableByOthers } from "./engine-home.js";
 
 export interface EmbeddedPostgres {
@@ -36,17 +36,6 @@ function alive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() => resolvePort(typeof addr === "object" && addr ? addr.port : 0));
-    });
-  });
 }
 
 /**
@@ -209,8 +198,7 @@ export async function startEmbeddedPostgres(
       break;
     } catch (err) {
       // The port was free when it was chosen, but another process may bind it before postgres
-      // does (listen(0) hands a port just released out again: 4 probes in 3,000 here repeated
-      // one of the last six). Another port is as good; the engine is started again on it.
+      // does (ports.ts). Another port is as good; the engine is started again on it.
       if (attempt < PORT_ATTEMPTS && portTaken(startLog)) {
         log.warn({ port, attempt }, "the embedded PostgreSQL's port was taken before it could bind it; starting it on another");
         port = await choosePort();

@@ -24,4 +24,5 @@ export * from "./outbound.js";
 export * from "./grants.js";
 export * from "./images.js";
 export * from "./ids.js";
+export * from "./ports.js";
 export { createUnaryFastPath, createUnaryTransport } from "./connect-unary.js";
