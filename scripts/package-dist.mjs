@@ -8,7 +8,8 @@ import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symli
 import { join, relative } from "node:path";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const DIST = join(ROOT, "dist");
+// dist/ by default; `npm test`'s build (scripts/build-tests.mjs) names dist-test/.
+const DIST = join(ROOT, process.argv[2] ?? "dist");
 /** Folders of a workspace that hold files read at run time, not code. */
 const ASSET_DIRS = ["assets"];
 
@@ -18,7 +19,7 @@ const toJs = (value) => {
   return value;
 };
 
-if (!existsSync(DIST)) throw new Error("dist/ is missing: run tsc -p tsconfig.build.json first");
+if (!existsSync(DIST)) throw new Error(`${relative(ROOT, DIST)}/ is missing: run tsc -p tsconfig.build.json first`);
 rmSync(join(DIST, "node_modules"), { recursive: true, force: true });
 mkdirSync(join(DIST, "node_modules", "@cms"), { recursive: true });
 const rootPkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
@@ -31,7 +32,7 @@ for (const group of ["packages", "services"]) {
     if (!existsSync(pkgFile)) continue;
     const pkg = JSON.parse(readFileSync(pkgFile, "utf8"));
     const out = join(DIST, group, name);
-    if (!existsSync(out)) throw new Error(`${group}/${name} emitted nothing into dist/ (is it in tsconfig.build.json's include?)`);
+    if (!existsSync(out)) throw new Error(`${group}/${name} emitted nothing into ${relative(ROOT, DIST)}/ (is it in the tsconfig's include?)`);
     writeFileSync(join(out, "package.json"), JSON.stringify({ ...pkg, exports: toJs(pkg.exports) }, null, 2) + "\n");
     for (const dir of ASSET_DIRS) {
       const src = join(ROOT, group, name, dir);
@@ -44,4 +45,4 @@ for (const group of ["packages", "services"]) {
     workspaces.push(pkg.name);
   }
 }
-console.log(`dist/: ${workspaces.length} workspaces linked (${workspaces.join(", ")})`);
+console.log(`${relative(ROOT, DIST)}/: ${workspaces.length} workspaces linked (${workspaces.join(", ")})`);

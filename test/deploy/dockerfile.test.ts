@@ -7,10 +7,8 @@
  */
 import test from "ava";
 import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-
-const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+import { join } from "node:path";
+import { ROOT } from "../helpers/paths.js";
 
 interface Instruction { op: string; args: string; line: number }
 interface Stage { name: string; base: string; instructions: Instruction[] }
@@ -127,6 +125,6 @@ test("the runtime image carries the OCI labels", (t) => {
 
 test(".dockerignore keeps local installs, builds, state and git out of the build context", (t) => {
   const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
-  for (const entry of [".git", "dist", "data"]) t.true(ignored.includes(entry), `.dockerignore lists ${entry}`);
+  for (const entry of [".git", "dist", "dist-test", "data"]) t.true(ignored.includes(entry), `.dockerignore lists ${entry}`);
   t.true(ignored.includes("node_modules") || ignored.includes("**/node_modules"), ".dockerignore lists node_modules");
 });

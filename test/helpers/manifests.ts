@@ -6,12 +6,13 @@
 import { execFileSync } from "node:child_process";
 import { copyFileSync, cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { generateCallerKeyPem } from "@cms/platform";
 
-export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+import { ROOT } from "./paths.js";
+
+export { ROOT };
 export const K8S = join(ROOT, "deploy", "k8s");
 
 export interface K8sObject {

@@ -7,14 +7,14 @@
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { createDb, freePorts, generateCallerKeyPem, waitForConsumers, waitForOutbox } from "@cms/platform";
 import { API_KEY, freshDatabase, withJetStream } from "./system.js";
+import { ROOT } from "./paths.js";
 
-export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+export { ROOT };
 const MAIN = "packages/server/src/main.ts";
 const ADMIN = "packages/server/src/admin-cli.ts";
 

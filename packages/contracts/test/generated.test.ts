@@ -9,9 +9,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
+import { ROOT } from "../../../test/helpers/paths.ts";
 
 const run = promisify(execFile);
-const root = new URL("../../../", import.meta.url).pathname;
+const root = `${ROOT}/`;
 
 function files(dir: string): string[] {
   const out: string[] = [];

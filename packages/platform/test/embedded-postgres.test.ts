@@ -8,7 +8,7 @@ import { createServer } from "node:net";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { besideModule, ROOT } from "../../../test/helpers/paths.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { portTaken, startEmbeddedPostgres, type EmbeddedPostgres } from "../src/embedded-postgres.ts";
@@ -16,7 +16,7 @@ import { reachableByOthers } from "../src/engine-home.ts";
 import { createLogger } from "../src/logger.ts";
 
 const log = createLogger("silent");
-const OWNER = fileURLToPath(new URL("./fixtures/embedded-pg-owner.ts", import.meta.url));
+const OWNER = besideModule(import.meta.url, "./fixtures/embedded-pg-owner.ts");
 
 function tempDataDir(t: ExecutionContext): string {
   const dir = mkdtempSync(join(tmpdir(), "cms-embedded-pg-"));
@@ -211,7 +211,7 @@ test.serial("attaches to an engine another live process owns; refuses without at
 // As root, also run the engine the way a normal user does: the owner fixture under uid 65534.
 // The fixture runs from this checkout, so that user must be able to read it: not so in a clone
 // made by root in a private (0700) folder, where only root runs the project at all.
-const checkoutReadableByOthers = reachableByOthers(fileURLToPath(new URL("../../..", import.meta.url)));
+const checkoutReadableByOthers = reachableByOthers(ROOT);
 const asNobody = process.getuid?.() === 0 && existsSync("/usr/bin/setpriv") && checkoutReadableByOthers ? test.serial : test.serial.skip;
 asNobody("works for a normal (non-root) user too", async (t) => {
   t.timeout(120_000);

@@ -6,9 +6,9 @@
  */
 import test from "ava";
 import { execFile } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { besideModule } from "../../../test/helpers/paths.ts";
 
-const FIXTURE = fileURLToPath(new URL("./fixtures/goaway-after-idle.ts", import.meta.url));
+const FIXTURE = besideModule(import.meta.url, "./fixtures/goaway-after-idle.ts");
 const run = (manager: "plain" | "guarded") => new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
   execFile(process.execPath, ["--import", "tsx", FIXTURE, manager], { timeout: 30_000 }, (err, stdout, stderr) => {
     resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr });

@@ -4,7 +4,7 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { execFile } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { besideModule } from "../../../test/helpers/paths.ts";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -597,7 +597,7 @@ registerSuite("s3", async () => {
   };
 }, S3_ON);
 
-const FIXTURE = fileURLToPath(new URL("./fixtures/put-attempt.ts", import.meta.url));
+const FIXTURE = besideModule(import.meta.url, "./fixtures/put-attempt.ts");
 function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
   return new Promise((resolvePut, reject) => {
     execFile(process.execPath, ["--import", "tsx", FIXTURE, JSON.stringify({ hangMs: 8000, ...spec })], { env: process.env, timeout: 60_000 }, (err, stdout, stderr) => {

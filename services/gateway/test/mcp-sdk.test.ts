@@ -4,10 +4,11 @@ import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { besideModule } from "../../../test/helpers/paths.ts";
 
 const RECORD = fileURLToPath(new URL("./fixtures/record-loads.mjs", import.meta.url));
-const SDK = new URL("../src/mcp/sdk.ts", import.meta.url).href;
+const SDK = pathToFileURL(besideModule(import.meta.url, "../src/mcp/sdk.ts")).href;
 
 test("importing the gateway loads no module of the MCP SDK or zod; loadMcpSdk loads them", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "mcp-sdk-"));
