@@ -8,12 +8,12 @@ import { createServer } from "node:net";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
-import { besideModule, ROOT } from "../../../test/helpers/paths.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { portTaken, startEmbeddedPostgres, type EmbeddedPostgres } from "../src/embedded-postgres.ts";
 import { reachableByOthers } from "../src/engine-home.ts";
 import { createLogger } from "../src/logger.ts";
+import { besideModule, ROOT } from "../../../test/helpers/paths.ts";
 
 const log = createLogger("silent");
 const OWNER = besideModule(import.meta.url, "./fixtures/embedded-pg-owner.ts");

@@ -4,7 +4,6 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { execFile } from "node:child_process";
-import { besideModule } from "../../../test/helpers/paths.ts";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,6 +28,7 @@ import {
   type PutOptions,
 } from "../src/object-store.ts";
 import { loadConfig } from "../src/config.ts";
+import { besideModule } from "../../../test/helpers/paths.ts";
 
 async function readAll(body: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
