@@ -9,7 +9,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { METRICS, prometheusNames, type MetricDef } from "@cms/platform";
-import { ROOT, kustomizeCommand, renderOverlays, type K8sObject } from "../helpers/manifests.js";
+import { kustomizeCommand, renderOverlays, type K8sObject } from "../helpers/manifests.js";
+import { ROOT } from "../helpers/paths.js";
 
 const dashboard = JSON.parse(readFileSync(join(ROOT, "deploy", "observability", "grafana-dashboard.json"), "utf8"));
 const panels: Array<{ title: string; targets?: Array<{ expr: string }> }> = dashboard.panels;

@@ -3,6 +3,7 @@ import test from "ava";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { runJobNow, startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { entryArgs } from "../helpers/split.js";
 
 const run = promisify(execFile);
 let sys: TestSystem;
@@ -153,7 +154,7 @@ test.serial("npm run admin -- jobs run retention --now reaches the running syste
   await sys.call(u.token, { op: "collections.delete", collection_id: c.id });
   const env = { ...process.env, ...sys.env, LOG_LEVEL: "error" };
   const now = new Date(Date.now() + 9 * 86400_000).toISOString();
-  const { stdout } = await run("node", ["--import", "tsx", "packages/server/src/admin-cli.ts", "jobs", "run", "retention", "--now", now], { env, cwd: process.cwd() });
+  const { stdout } = await run(process.execPath, [...entryArgs("packages/server/src/admin-cli.ts"), "jobs", "run", "retention", "--now", now], { env, cwd: process.cwd() });
   const out = JSON.parse(stdout.trim());
   t.true(out.purged >= 1);
   t.is((await sys.call(u.token, { op: "collections.restore", collection_id: c.id })).status, 410);

@@ -7,7 +7,7 @@ import test from "ava";
 import { execFile } from "node:child_process";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
-import { ROOT } from "../helpers/split.js";
+import { ROOT } from "../helpers/paths.js";
 
 let sys: TestSystem;
 test.before(async () => { sys = await startTestSystem({ SERVICE_PORT: "0" }); });

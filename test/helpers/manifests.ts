@@ -12,7 +12,6 @@ import { generateCallerKeyPem } from "@cms/platform";
 
 import { ROOT } from "./paths.js";
 
-export { ROOT };
 export const K8S = join(ROOT, "deploy", "k8s");
 
 export interface K8sObject {

@@ -14,7 +14,6 @@ import { createDb, freePorts, generateCallerKeyPem, waitForConsumers, waitForOut
 import { API_KEY, freshDatabase, withJetStream } from "./system.js";
 import { ROOT } from "./paths.js";
 
-export { ROOT };
 const MAIN = "packages/server/src/main.ts";
 const ADMIN = "packages/server/src/admin-cli.ts";
 
