@@ -25,6 +25,28 @@ test("standard base64, with or without padding, decodes", (t) => {
   t.is(checkBase64("QUI"), 2);
 });
 
+test("decodeBase64 accepts and reads exactly what checkBase64 accepts, one character changed anywhere", (t) => {
+  // The fast path trusts the decoded length of padded ASCII text; this compares it with the
+  // scanning check for every Latin-1 character (and some beyond, which Node's decoder reads by
+  // their low byte) in every position of padded and unpadded texts.
+  const bases = ["QUJDREVG", "QUJDRA==", "QUJDREU=", "QUJDREV", "QUJDRA", "QUJD"];
+  const chars = [...Array.from({ length: 256 }, (_, c) => String.fromCharCode(c)), "\u012b", "\u012f", "\u0141", "\uff21", "\u{1F600}"];
+  let compared = 0;
+  for (const base of bases) {
+    for (let i = 0; i < base.length; i++) {
+      for (const ch of chars) {
+        const text = base.slice(0, i) + ch + base.slice(i + 1);
+        let expected: Buffer | undefined;
+        try { checkBase64(text); expected = Buffer.from(text, "base64"); } catch { expected = undefined; }
+        if (expected) t.deepEqual(decodeBase64(text), expected, JSON.stringify(text));
+        else t.throws(() => decodeBase64(text), { instanceOf: AppError }, JSON.stringify(text));
+        compared++;
+      }
+    }
+  }
+  t.true(compared > 10_000);
+});
+
 test("whitespace anywhere and the URL-safe alphabet (even mixed) are tolerated", (t) => {
   const bytes = Buffer.from([0xfb, 0xff, 0xbf, 0x00, 0x3e, 0x3f, 0xfa]);
   const std = bytes.toString("base64");
