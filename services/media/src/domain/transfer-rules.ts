@@ -135,9 +135,9 @@ function paddedDecodedSize(text: string): number {
  * Checks and decodes base64. Node's decoder skips every character it cannot read (whitespace,
  * characters outside both alphabets, "=" before the end), so padded ASCII text that decodes to
  * the full size its length promises held none of them: what encoders produce is accepted at the
- * cost of the decoding, with no scan in JavaScript and no second multi-megabyte string (the
- * re-encoded text this compared against was a chunk's largest garbage after its JSON). Anything
- * else is scanned by checkBase64, and Node's decoder reads the tolerated forms (whitespace, the
+ * cost of the decoding, with no scan in JavaScript and no re-encoded copy to compare with (for a
+ * 1 MiB chunk, 1.4 MB more of garbage and 0.4 ms more of CPU). Anything else is scanned by
+ * checkBase64, and Node's decoder reads the tolerated forms (whitespace, the
  * URL-safe alphabet, missing padding) the same way. (The ASCII condition matters: the decoder
  * reads a character beyond Latin-1 by its low byte, so "ī" would pass for "+".)
  */
