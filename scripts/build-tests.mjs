@@ -3,8 +3,8 @@
 // and loading a file's TypeScript through tsx's module hooks costs twice the CPU of loading the
 // emitted JavaScript (importing the whole system: ~2.5 s of CPU against ~1.2 s). The workspaces
 // are linked as in dist/ (scripts/package-dist.mjs), and the test folders' files that are not
-// TypeScript (certificates, loader hooks, ...) are copied beside the emitted tests. Processes the
-// tests spawn from the sources (`--import tsx <file>.ts`) still run the sources.
+// TypeScript (certificates, loader hooks, ...) are copied beside the emitted tests, whose
+// fixtures run emitted too (test/helpers/paths.ts, besideModule and nodeArgsOf).
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";

@@ -19,7 +19,7 @@ const toJs = (value) => {
   return value;
 };
 
-if (!existsSync(DIST)) throw new Error(`${relative(ROOT, DIST)}/ is missing: run tsc -p tsconfig.build.json first`);
+if (!existsSync(DIST)) throw new Error(`${relative(ROOT, DIST)}/ is missing: emit the code into it first (npm run build, npm run build:tests)`);
 rmSync(join(DIST, "node_modules"), { recursive: true, force: true });
 mkdirSync(join(DIST, "node_modules", "@cms"), { recursive: true });
 const rootPkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));

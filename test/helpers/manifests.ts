@@ -9,7 +9,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { generateCallerKeyPem } from "@cms/platform";
-
 import { ROOT } from "./paths.js";
 
 export const K8S = join(ROOT, "deploy", "k8s");

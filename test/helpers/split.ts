@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createDb, freePorts, generateCallerKeyPem, waitForConsumers, waitForOutbox } from "@cms/platform";
 import { API_KEY, freshDatabase, withJetStream } from "./system.js";
-import { ROOT } from "./paths.js";
+import { nodeArgsOf, ROOT } from "./paths.js";
 
 const MAIN = "packages/server/src/main.ts";
 const ADMIN = "packages/server/src/admin-cli.ts";
@@ -24,7 +24,7 @@ const ADMIN = "packages/server/src/admin-cli.ts";
  * spends loading the code (about 0.8 s of CPU a process): CI starts dozens of them.
  */
 export function entryArgs(tsPath: string, distDir = join(ROOT, "dist")): string[] {
-  if (process.env.TEST_RUN_DIST !== "1") return ["--import", "tsx", tsPath];
+  if (process.env.TEST_RUN_DIST !== "1") return nodeArgsOf(tsPath);
   const built = join(distDir, tsPath.replace(/\.ts$/, ".js"));
   if (!existsSync(built)) throw new Error(`TEST_RUN_DIST=1 but ${built} is missing: run \`npm run build\` first`);
   return ["--enable-source-maps", built];

@@ -12,7 +12,6 @@ import { promisify } from "node:util";
 import { ROOT } from "../../../test/helpers/paths.ts";
 
 const run = promisify(execFile);
-const root = `${ROOT}/`;
 
 function files(dir: string): string[] {
   const out: string[] = [];
@@ -28,9 +27,9 @@ test("packages/contracts/gen matches what buf generate produces from proto/", as
   t.timeout(120_000);
   const out = mkdtempSync(join(tmpdir(), "cms-gen-"));
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
-  const bin = join(root, "node_modules", ".bin");
-  await run(join(bin, "buf"), ["generate", "--output", out], { cwd: root, env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
-  const committedDir = join(root, "packages/contracts/gen");
+  const bin = join(ROOT, "node_modules", ".bin");
+  await run(join(bin, "buf"), ["generate", "--output", out], { cwd: ROOT, env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+  const committedDir = join(ROOT, "packages/contracts/gen");
   const freshDir = join(out, "packages/contracts/gen");
   const committed = files(committedDir).map((f) => relative(committedDir, f));
   const fresh = files(freshDir).map((f) => relative(freshDir, f));

@@ -13,7 +13,7 @@ import pg from "pg";
 import { portTaken, startEmbeddedPostgres, type EmbeddedPostgres } from "../src/embedded-postgres.ts";
 import { reachableByOthers } from "../src/engine-home.ts";
 import { createLogger } from "../src/logger.ts";
-import { besideModule, ROOT } from "../../../test/helpers/paths.ts";
+import { besideModule, nodeArgsOf, ROOT } from "../../../test/helpers/paths.ts";
 
 const log = createLogger("silent");
 const OWNER = besideModule(import.meta.url, "./fixtures/embedded-pg-owner.ts");
@@ -51,7 +51,7 @@ async function waitGone(pid: number): Promise<void> {
 
 /** Starts the owner fixture on dataDir and waits for its "ready" line. */
 async function startOwner(t: ExecutionContext, dataDir: string): Promise<{ child: ChildProcess; url: string; port: number }> {
-  const child = spawn(process.execPath, ["--import", "tsx", OWNER, dataDir], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...nodeArgsOf(OWNER), dataDir], { stdio: ["ignore", "pipe", "pipe"] });
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((r) => child.once("exit", r));
@@ -218,7 +218,7 @@ asNobody("works for a normal (non-root) user too", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "cms-embedded-pg-user-"));
   chownSync(dir, 65534, 65534);
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const child = spawn("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "--import", "tsx", OWNER, dir], {
+  const child = spawn("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, ...nodeArgsOf(OWNER), dir], {
     stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, HOME: tmpdir() },
   });
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));

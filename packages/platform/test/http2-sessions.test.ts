@@ -6,11 +6,11 @@
  */
 import test from "ava";
 import { execFile } from "node:child_process";
-import { besideModule } from "../../../test/helpers/paths.ts";
+import { besideModule, nodeArgsOf } from "../../../test/helpers/paths.ts";
 
 const FIXTURE = besideModule(import.meta.url, "./fixtures/goaway-after-idle.ts");
 const run = (manager: "plain" | "guarded") => new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-  execFile(process.execPath, ["--import", "tsx", FIXTURE, manager], { timeout: 30_000 }, (err, stdout, stderr) => {
+  execFile(process.execPath, [...nodeArgsOf(FIXTURE), manager], { timeout: 30_000 }, (err, stdout, stderr) => {
     resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr });
   });
 });

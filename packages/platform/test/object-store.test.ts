@@ -28,7 +28,7 @@ import {
   type PutOptions,
 } from "../src/object-store.ts";
 import { loadConfig } from "../src/config.ts";
-import { besideModule } from "../../../test/helpers/paths.ts";
+import { besideModule, nodeArgsOf } from "../../../test/helpers/paths.ts";
 
 async function readAll(body: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -600,7 +600,7 @@ registerSuite("s3", async () => {
 const FIXTURE = besideModule(import.meta.url, "./fixtures/put-attempt.ts");
 function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
   return new Promise((resolvePut, reject) => {
-    execFile(process.execPath, ["--import", "tsx", FIXTURE, JSON.stringify({ hangMs: 8000, ...spec })], { env: process.env, timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [...nodeArgsOf(FIXTURE), JSON.stringify({ hangMs: 8000, ...spec })], { env: process.env, timeout: 60_000 }, (err, stdout, stderr) => {
       const line = stdout.split("\n").find((l) => l.startsWith("{"));
       if (!line) { reject(new Error(`put-attempt printed nothing (${err?.message ?? ""}): ${stderr}`)); return; }
       resolvePut(JSON.parse(line) as PutOutcome);
