@@ -1,8 +1,6 @@
 /**
  * Thin Connect handlers of SocialService: decode once, call the use case, encode its result into
  * the typed response messages (./encode.ts).
- * Operations without a handler here (UI state, player) answer Connect "unimplemented", which the
- * gateway reports as 501 not_implemented.
  */
 import type { ConnectRouter } from "@connectrpc/connect";
 import { SocialService } from "@cms/contracts/social/v1/social_pb";
