@@ -3,6 +3,7 @@
  * real backends (DATABASE_URL, NATS_URL, S3_ENDPOINT set by test/with-backends.ts), each system
  * gets its own database, stream and bucket, removed again by stop().
  */
+import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -87,16 +88,30 @@ export async function withJetStream<T>(url: string, fn: (jsm: JetStreamManager) 
   }
 }
 
-/** A fresh database on the server DATABASE_URL points at; returns its URL and a drop function. */
-export async function freshDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+/**
+ * Where test/run-tests.ts says a run's migrated template is: a stopped embedded cluster (copied
+ * into a test system's DATA_DIR), or a database on DATABASE_URL's server.
+ */
+export const CLUSTER_TEMPLATE_ENV = "CMS_TEST_CLUSTER_TEMPLATE";
+export const DATABASE_TEMPLATE_ENV = "CMS_TEST_DATABASE_TEMPLATE";
+
+/**
+ * A fresh database on the server DATABASE_URL points at, empty or a copy of `template`; returns
+ * its name, its URL and a drop function.
+ */
+export async function freshDatabase(adminUrl: string, opts: { template?: string } = {}): Promise<{ name: string; url: string; drop(): Promise<void> }> {
   const name = `cms_test_${randomBytes(6).toString("hex")}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+  try {
+    await admin.query(`CREATE DATABASE ${name}${opts.template ? ` TEMPLATE ${pg.escapeIdentifier(opts.template)}` : ""}`);
+  } finally {
+    await admin.end();
+  }
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return {
+    name,
     url: url.toString(),
     async drop() {
       const c = new pg.Client({ connectionString: adminUrl });
@@ -123,10 +138,15 @@ export async function isolatedEnv(overrides: Record<string, string> = {}): Promi
     OTEL_SDK_DISABLED: "true",
   };
   const cleanups: Array<() => Promise<void>> = [async () => rmSync(dataDir, { recursive: true, force: true })];
-  if (process.env.DATABASE_URL) {
-    const db = await freshDatabase(process.env.DATABASE_URL);
+  // A database of its own, a copy of the run's template when there is one (unless the caller gives one).
+  const ownDatabase = !overrides.DATABASE_URL;
+  if (ownDatabase && process.env.DATABASE_URL) {
+    const db = await freshDatabase(process.env.DATABASE_URL, { template: process.env[DATABASE_TEMPLATE_ENV] });
     env.DATABASE_URL = db.url;
     cleanups.push(db.drop);
+  } else if (ownDatabase && process.env[CLUSTER_TEMPLATE_ENV]) {
+    // `cp -a`: as root the cluster's files belong to the postgres OS user, and must stay so.
+    execFileSync("cp", ["-a", process.env[CLUSTER_TEMPLATE_ENV]!, join(dataDir, "postgres")]);
   }
   if (process.env.NATS_URL) {
     env.NATS_URL = process.env.NATS_URL;

@@ -19,6 +19,8 @@ export interface EmbeddedPostgres {
   /** Connection string of the `cms` database. */
   url: string;
   port: number;
+  /** The cluster's folder (DATA_DIR/postgres, or its place in a folder the engine reaches: engine-home.ts). */
+  dir: string;
   /** True when this process attached to an engine another live process owns. */
   attached: boolean;
   stop(): Promise<void>;
@@ -152,7 +154,7 @@ export async function startEmbeddedPostgres(
   if (running && alive(running.pid)) {
     const owner: OwnerRecord | undefined = existsSync(ownerFile) ? JSON.parse(readFileSync(ownerFile, "utf8")) : undefined;
     if (owner && owner.pid !== process.pid && alive(owner.pid)) {
-      if (opts.attach) return { url: urlFor(running.port), port: running.port, attached: true, stop: async () => {} };
+      if (opts.attach) return { url: urlFor(running.port), port: running.port, dir, attached: true, stop: async () => {} };
       throw new Error(`DATA_DIR ${dataDir} is in use by another running server (pid ${owner.pid}); stop it or choose another DATA_DIR.`);
     }
     await stopStale(running.pid, log);
@@ -221,6 +223,7 @@ export async function startEmbeddedPostgres(
   return {
     url: urlFor(port),
     port,
+    dir,
     attached: false,
     async stop() {
       if (stopped) return;

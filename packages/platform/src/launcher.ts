@@ -90,6 +90,32 @@ export interface LaunchOptions {
  */
 export const SERVICE_READ_MAX_BYTES = 64 * 1024 * 1024;
 
+/** A module's schema as a start leaves it: its extensions, then its migrations (and the outbox's, for a service). */
+async function prepareSchema(db: Knex, schema: string, migrations: MigrationList, extensions: string[], withOutbox: boolean): Promise<void> {
+  if (extensions.length) await ensureExtensions(db, extensions);
+  await migrate(db, schema, withOutbox ? serviceMigrations(migrations) : migrations);
+}
+
+/**
+ * Migrates every schema of the modules on databaseUrl as a start of them would, starting
+ * nothing: the tests make one migrated template a run and copy it for each system.
+ */
+export async function migrateSystem(databaseUrl: string, opts: Pick<LaunchOptions, "modules" | "gateway">): Promise<void> {
+  const schemas = [
+    ...opts.modules.map((m) => ({ schema: m.schema, migrations: m.migrations, extensions: m.extensions ?? [], withOutbox: true, settings: m.sessionSettings ?? {} })),
+    { schema: opts.gateway.schema, migrations: opts.gateway.migrations, extensions: [], withOutbox: false, settings: {} },
+  ];
+  for (const s of schemas) {
+    // Two connections: migrate() holds its advisory lock on one while knex migrates on another.
+    const db = createDb(databaseUrl, s.schema, 2, s.settings);
+    try {
+      await prepareSchema(db, s.schema, s.migrations, s.extensions, s.withOutbox);
+    } finally {
+      await db.destroy();
+    }
+  }
+}
+
 function makeClients(transportFor: (owner: ServiceName) => Transport): Clients {
   const cache = new Map<string, unknown>();
   return {
@@ -225,8 +251,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       dbs.set(name, db);
       const unobservePool = observePool(schema, db);
       cleanup.push(async () => unobservePool());
-      if (extensions.length) await ensureExtensions(db, extensions);
-      await migrate(db, schema, withOutbox ? serviceMigrations(migrations) : migrations);
+      await prepareSchema(db, schema, migrations, extensions, withOutbox);
       const relay = withOutbox ? createOutboxRelay(db, transport, log.child({ outbox: schema }), { schema }) : undefined;
       if (relay) {
         relays.push(relay);
