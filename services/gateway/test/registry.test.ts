@@ -58,6 +58,16 @@ test("entries carry the op options", (t) => {
   t.false(op("media.get").mutating);
 });
 
+test("every operation's request schema compiles, once, on first use (a start no longer compiles them)", (t) => {
+  const fresh = buildRegistry(PUBLIC_SERVICES);
+  for (const e of fresh.all()) {
+    const first = e.validate;
+    t.is(typeof first, "function", e.name);
+    t.is(e.validate, first, `${e.name}: compiled once`);
+    t.true(e.validate(e.mutating ? { idempotency_key: "k" } : {}) || e.validate.errors!.every((err) => err.keyword === "required"), e.name);
+  }
+});
+
 test("mutating operations, and only they, accept idempotency_key", (t) => {
   let mutating = 0;
   for (const e of registry.all()) {
