@@ -1,7 +1,8 @@
 /**
  * Split mode end to end: every target in its own process (`--target=<t>`), Connect over HTTP/2
  * between them, PostgreSQL and NATS JetStream shared. Needs real backends (DATABASE_URL and
- * NATS_URL, as test/with-backends.ts sets them); skipped otherwise.
+ * NATS_URL, as test/with-backends.ts sets them); skipped otherwise. Its database starts empty:
+ * the five services and two gateways migrate it together, as a first deployment does.
  *
  *   node --import tsx test/with-backends.ts ava test/e2e/split-mode.test.ts
  */
@@ -18,7 +19,7 @@ if (!splitEnabled) {
     t.timeout(180_000);
     let sys;
     try {
-      sys = await startSplitSystem({ gateways: 2, env: { RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT) } });
+      sys = await startSplitSystem({ gateways: 2, emptyDatabase: true, env: { RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT) } });
     } catch (err) {
       t.fail((err as Error).message);
       return;

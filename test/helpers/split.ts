@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createDb, freePorts, generateCallerKeyPem, waitForConsumers, waitForOutbox } from "@cms/platform";
-import { API_KEY, freshDatabase, withJetStream } from "./system.js";
+import { API_KEY, DATABASE_TEMPLATE_ENV, freshDatabase, withJetStream } from "./system.js";
 import { nodeArgsOf, ROOT } from "./paths.js";
 
 const MAIN = "packages/server/src/main.ts";
@@ -169,13 +169,16 @@ export interface SplitSystem {
 /**
  * With `allInOne`, the same backends serve one `--target=all` process instead (its gateway is
  * gateways[0] and no service has a port of its own): benches compare the two on equal terms.
+ * The database is a copy of the run's migrated template when there is one (test/run-tests.ts),
+ * unless `emptyDatabase`: then the processes migrate it from nothing together, as a first
+ * deployment's replicas do.
  */
-export async function startSplitSystem(opts: { gateways?: number; env?: Record<string, string>; allInOne?: boolean } = {}): Promise<SplitSystem> {
+export async function startSplitSystem(opts: { gateways?: number; env?: Record<string, string>; allInOne?: boolean; emptyDatabase?: boolean } = {}): Promise<SplitSystem> {
   const id = randomBytes(4).toString("hex");
   const procs: Proc[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), "cms-split-"));
   chmodSync(dataDir, 0o755);
-  const db = await freshDatabase(process.env.DATABASE_URL!);
+  const db = await freshDatabase(process.env.DATABASE_URL!, { template: opts.emptyDatabase ? undefined : process.env[DATABASE_TEMPLATE_ENV] });
   const stream = `CMS_SPLIT_${id}`;
   const ports = await freePorts(SERVICES.length + (opts.gateways ?? 1));
   const servicePorts = Object.fromEntries(SERVICES.map((s, i) => [s, ports[i]!])) as Record<ServiceTarget, number>;
