@@ -3,7 +3,8 @@ import test from "ava";
 import { spawn } from "node:child_process";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
 import { entryArgs } from "../helpers/split.js";
-import { verifyPassword } from "../../services/auth/src/domain/passwords.js";
+import { DEFAULT_SCRYPT, parseHash, verifyPassword } from "../../services/auth/src/domain/passwords.js";
+import { FAST_SCRYPT } from "../../services/auth/test/fakes.js";
 
 let sys: TestSystem;
 test.before(async () => { sys = await startTestSystem(); });
@@ -37,6 +38,13 @@ test.serial("user create --password-stdin stores a hash of the password (one tra
   t.false(hash!.includes("passphrase"));
   t.true(await verifyPassword("a long passphrase", hash!));
   t.false(await verifyPassword("a long passphrase\n", hash!));
+  t.deepEqual(parseHash(hash!)?.params, DEFAULT_SCRYPT, "a process started from its environment hashes at the production cost");
+});
+
+test.serial("a system given passwordHashParams hashes new passwords with them (the test systems' cheap ones)", async (t) => {
+  const u = await sys.user({ password: "a long passphrase" });
+  t.deepEqual(parseHash((await hashOf(u.username))!)?.params, FAST_SCRYPT);
+  t.notDeepEqual(FAST_SCRYPT, DEFAULT_SCRYPT);
 });
 
 test.serial("user password replaces the password; the old one stops matching", async (t) => {

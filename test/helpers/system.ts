@@ -16,6 +16,7 @@ import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { Ajv, type ValidateFunction } from "ajv";
 import { PUBLIC_SERVICES } from "@cms/gateway";
 import { buildRegistry } from "@cms/gateway/registry";
+import { FAST_SCRYPT } from "../../services/auth/test/fakes.js";
 
 /** The op registry the gateway builds from the public services' descriptors (also what the fuzz and authz tests draw from). */
 export const opRegistry = buildRegistry(PUBLIC_SERVICES);
@@ -172,6 +173,9 @@ export async function isolatedEnv(overrides: Record<string, string> = {}): Promi
 export async function startTestSystem(overrides: Record<string, string> = {}): Promise<TestSystem> {
   const { env, cleanup } = await isolatedEnv(overrides);
   const config = loadConfig(env, ["--target=all"]);
+  // Passwords hashed in milliseconds: sign-in tests hash dozens (~0.45 s each at production cost,
+  // which the admin CLI's processes in passwords-cli.test.ts keep).
+  config.passwordHashParams = FAST_SCRYPT;
   let system: System;
   try {
     system = await startSystem(config);

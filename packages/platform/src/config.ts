@@ -74,6 +74,12 @@ export interface Config {
   /** Previous public keys (PEM or file paths) still accepted while a key rotation rolls out. */
   callerVerifyKeys: string[];
   telemetry: TelemetryConfig;
+  /**
+   * scrypt parameters of new password hashes (log2 N, r, p); unset, the auth service's own
+   * (N=2^15, r=8, p=3). No environment variable sets them: only code starting a system chooses
+   * others (the tests' systems, the cheapest the hash format accepts: same code, a hash in ms).
+   */
+  passwordHashParams?: { ln: number; r: number; p: number };
 }
 
 /** "collections.v1.CollectionsService" -> "collections"; gateway.v1 services are the gateway's own. */

@@ -13,8 +13,9 @@ export const authModule: ServiceModule = {
   migrations,
   async init(ctx) {
     const store = createAuthStore(ctx.db);
-    const auth = createAuth(store);
-    const sessions = createWebSessions(store);
+    const scrypt = ctx.config.passwordHashParams;
+    const auth = createAuth(store, { scrypt });
+    const sessions = createWebSessions(store, { scrypt });
     const oauth = createOAuth({
       store: createOAuthStore(ctx.db), uow: ctx.unitOfWork(createOAuthStore), sessions,
       resources: () => ({ mcp: `${ctx.config.mcpUrl}/mcp`, api: `${ctx.config.baseUrl}/functions/v1/thirdparty-v1` }),
