@@ -1,7 +1,8 @@
 /**
  * Starts a whole system in the test process (all-in-one) on a fresh DATA_DIR. When the run has
- * real backends (DATABASE_URL, NATS_URL, S3_ENDPOINT set by test/with-backends.ts), each system
- * gets its own database, stream and bucket, removed again by stop().
+ * real backends (DATABASE_URL, NATS_URL, S3_ENDPOINT set by `test/run-tests.ts --backends`), each
+ * system gets its own database, stream and bucket, removed again by stop(). Its database is a
+ * copy of the run's migrated template when test/run-tests.ts made one.
  */
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
