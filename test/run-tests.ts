@@ -7,7 +7,8 @@
  *   stopped cluster copied into its DATA_DIR (no `initdb`), on a real server a database made
  *   with `CREATE DATABASE ... TEMPLATE`. The template is made by a start's own migration code
  *   (migrateSystem), and the systems still run their migrations, finding none pending. Split
- *   systems and the stores' tests keep making empty databases: they test migrating from nothing.
+ *   systems start from it too, but for split-mode.test.ts; the stores' tests keep making empty
+ *   databases: they, and it, test migrating from nothing.
  * - with `--backends`, real backends: PostgreSQL (DATABASE_URL, default the local server), NATS
  *   JetStream (NATS_URL, default the local server) and an S3-compatible server (s3rver, started
  *   here on a free port unless S3_ENDPOINT is given). Tests create their own database, stream and
