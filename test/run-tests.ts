@@ -18,7 +18,7 @@
  *
  * `npx ava <file>` alone works too: without a template, each system makes its own database.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -120,6 +120,16 @@ if (!cmd) {
   console.error("usage: run-tests.ts [--backends] <command> [args...]");
   process.exit(2);
 }
+// An interrupt reaches the command too (one process group): it ends, then the templates go. One
+// that comes while they are being made lets them be made, then removes them.
+let child: ChildProcess | undefined;
+let interrupted: NodeJS.Signals | undefined;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (child) child.kill(signal);
+    else interrupted = signal;
+  });
+}
 try {
   if (backends) {
     env.DATABASE_URL ||= "postgres://postgres@127.0.0.1:5432/postgres";
@@ -139,9 +149,12 @@ try {
   process.exit(1);
 }
 
-const child = spawn(cmd === "ava" ? join("node_modules", ".bin", "ava") : cmd, rest, { stdio: "inherit", env });
-// An interrupt reaches the command too (one process group): it ends, then the templates go.
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => child.kill(signal));
-const code: number = await new Promise((resolve) => child.on("exit", (c, sig) => resolve(c ?? (sig ? 1 : 0))));
+if (interrupted) {
+  await cleanup();
+  process.exit(interrupted === "SIGINT" ? 130 : 143);
+}
+const running = spawn(cmd === "ava" ? join("node_modules", ".bin", "ava") : cmd, rest, { stdio: "inherit", env });
+child = running;
+const code: number = await new Promise((resolve) => running.on("exit", (c, sig) => resolve(c ?? (sig ? 1 : 0))));
 await cleanup();
 process.exit(code);
