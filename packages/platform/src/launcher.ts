@@ -90,10 +90,25 @@ export interface LaunchOptions {
  */
 export const SERVICE_READ_MAX_BYTES = 64 * 1024 * 1024;
 
+/** What a module keeps in PostgreSQL: its schema, and how a start prepares it and opens its pool. */
+interface SchemaSpec {
+  schema: string;
+  migrations: MigrationList;
+  extensions: string[];
+  /** A service's schema holds its outbox too; the gateway's does not. */
+  withOutbox: boolean;
+  settings: SessionSettings;
+}
+
+const serviceSchema = (m: ServiceModule): SchemaSpec =>
+  ({ schema: m.schema, migrations: m.migrations, extensions: m.extensions ?? [], withOutbox: true, settings: m.sessionSettings ?? {} });
+const gatewaySchema = (g: GatewayModule): SchemaSpec =>
+  ({ schema: g.schema, migrations: g.migrations, extensions: [], withOutbox: false, settings: {} });
+
 /** A module's schema as a start leaves it: its extensions, then its migrations (and the outbox's, for a service). */
-async function prepareSchema(db: Knex, schema: string, migrations: MigrationList, extensions: string[], withOutbox: boolean): Promise<void> {
-  if (extensions.length) await ensureExtensions(db, extensions);
-  await migrate(db, schema, withOutbox ? serviceMigrations(migrations) : migrations);
+async function prepareSchema(db: Knex, spec: SchemaSpec): Promise<void> {
+  if (spec.extensions.length) await ensureExtensions(db, spec.extensions);
+  await migrate(db, spec.schema, spec.withOutbox ? serviceMigrations(spec.migrations) : spec.migrations);
 }
 
 /**
@@ -101,15 +116,11 @@ async function prepareSchema(db: Knex, schema: string, migrations: MigrationList
  * nothing: the tests make one migrated template a run and copy it for each system.
  */
 export async function migrateSystem(databaseUrl: string, opts: Pick<LaunchOptions, "modules" | "gateway">): Promise<void> {
-  const schemas = [
-    ...opts.modules.map((m) => ({ schema: m.schema, migrations: m.migrations, extensions: m.extensions ?? [], withOutbox: true, settings: m.sessionSettings ?? {} })),
-    { schema: opts.gateway.schema, migrations: opts.gateway.migrations, extensions: [], withOutbox: false, settings: {} },
-  ];
-  for (const s of schemas) {
+  for (const spec of [...opts.modules.map(serviceSchema), gatewaySchema(opts.gateway)]) {
     // Two connections: migrate() holds its advisory lock on one while knex migrates on another.
-    const db = createDb(databaseUrl, s.schema, 2, s.settings);
+    const db = createDb(databaseUrl, spec.schema, 2, spec.settings);
     try {
-      await prepareSchema(db, s.schema, s.migrations, s.extensions, s.withOutbox);
+      await prepareSchema(db, spec);
     } finally {
       await db.destroy();
     }
@@ -246,12 +257,13 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       await publishPendingEvents();
     });
     const poolMax = config.target === "all" ? Math.max(2, Math.ceil(config.dbPoolMax / 2)) : config.dbPoolMax;
-    async function contextFor(name: string, schema: string, migrations: MigrationList, extensions: string[] = [], withOutbox = true, settings: SessionSettings = {}): Promise<ServiceContext> {
+    async function contextFor(name: string, spec: SchemaSpec): Promise<ServiceContext> {
+      const { schema, withOutbox, settings } = spec;
       const db = createDb(databaseUrl!, schema, poolMax, settings);
       dbs.set(name, db);
       const unobservePool = observePool(schema, db);
       cleanup.push(async () => unobservePool());
-      await prepareSchema(db, schema, migrations, extensions, withOutbox);
+      await prepareSchema(db, spec);
       const relay = withOutbox ? createOutboxRelay(db, transport, log.child({ outbox: schema }), { schema }) : undefined;
       if (relay) {
         relays.push(relay);
@@ -272,7 +284,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
 
     const instances: Array<{ name: string; inst: ServiceInstance }> = [];
     for (const m of selected) {
-      const ctx = await contextFor(m.name, m.schema, m.migrations, m.extensions, true, m.sessionSettings);
+      const ctx = await contextFor(m.name, serviceSchema(m));
       const inst = await m.init(ctx);
       routeFns.push((r) => inst.routes(r));
       instances.push({ name: m.name, inst });
@@ -342,7 +354,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     let url: string | undefined;
     let banner: Record<string, unknown> = {};
     if (runGateway) {
-      const ctx = await contextFor("gateway", opts.gateway.schema, opts.gateway.migrations, [], false);
+      const ctx = await contextFor("gateway", gatewaySchema(opts.gateway));
       const gw = await opts.gateway.init(ctx);
       url = await gw.listen();
       // With PORT=0 the origins are known only now.
