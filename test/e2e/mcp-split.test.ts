@@ -29,7 +29,7 @@ async function post(gateway: string, token: string, sessionId: string, body: unk
 }
 
 if (!splitEnabled) {
-  test.skip("MCP in split mode (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+  test.skip("MCP in split mode (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
   test("MCP in split mode: a session opened on one gateway is served by the other; tools reach the services", async (t) => {
     t.timeout(240_000);

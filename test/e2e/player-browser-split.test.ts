@@ -8,7 +8,7 @@ import { mustCall, splitEnabled, startSplitSystem, type SplitSystem } from "../h
 import { launchBrowser, startTogether, screenshot } from "../helpers/browser.js";
 
 if (!splitEnabled) {
-  test.skip("player across gateways (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+  test.skip("player across gateways (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
   let sys: SplitSystem;
   let browser: Browser;

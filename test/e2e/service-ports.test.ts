@@ -3,7 +3,7 @@
  * the gRPC protocol through @grpc/grpc-js with typed (protobuf-es) messages, the callers they
  * accept (a user's access token, a service credential) and refuse (none, forged, expired,
  * addressed to another service), grpc.health.v1 and server reflection.
- * Needs real backends (run with test/with-backends.ts); skipped otherwise.
+ * Needs real backends (run with npm run test:backends); skipped otherwise.
  */
 import test from "ava";
 import * as grpc from "@grpc/grpc-js";
@@ -39,7 +39,7 @@ const statusOf = async (p: Promise<unknown>) => {
 };
 
 if (!splitEnabled) {
-  test.skip("service ports (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+  test.skip("service ports (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
   let sys: SplitSystem;
   const clients: grpc.Client[] = [];

@@ -13,7 +13,7 @@ import { EXIT_TIMEOUT_MS, admin, call, splitEnabled, startSplitSystem } from "..
 const RATE_LIMIT = 6;
 
 if (!splitEnabled) {
-  test.skip("split mode end to end (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+  test.skip("split mode end to end (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
   test("split mode: six processes over HTTP/2, shared PostgreSQL rate limit, clean SIGTERM", async (t) => {
     t.timeout(180_000);

@@ -25,7 +25,7 @@ async function until(check: () => Promise<boolean>, ms = 30_000): Promise<boolea
 }
 
 if (!splitEnabled) {
-  test.skip("split mode recovery (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+  test.skip("split mode recovery (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
   test("collections.create with a parent: media killed mid-step, restarted, recovery job run; both sides agree", async (t) => {
     t.timeout(240_000);

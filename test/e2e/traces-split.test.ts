@@ -13,7 +13,7 @@ import { eventually, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } f
 const SERVER = 2, PRODUCER = 4, CONSUMER = 5;
 
 if (!splitEnabled) {
-  test.skip("traces in split mode (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+  test.skip("traces in split mode (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
   let sys: SplitSystem;
   let otlp: OtlpReceiver;

@@ -1,14 +1,14 @@
 /**
  * Webhooks in split mode: a retry that fell due while the webhooks process was stopped goes out
  * when it comes back (the schedule lives in PostgreSQL, not in timers), with the same delivery id.
- * Needs real backends (run with test/with-backends.ts); skipped otherwise.
+ * Needs real backends (run with npm run test:backends); skipped otherwise.
  */
 import test from "ava";
 import { call, hookedCollection, mustCall, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 if (!splitEnabled) {
-  test.skip("webhooks in split mode (skipped: needs DATABASE_URL and NATS_URL; run with test/with-backends.ts)", () => {});
+  test.skip("webhooks in split mode (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
   let sys: SplitSystem;
   let r: Receiver;
