@@ -1,17 +1,20 @@
 /**
  * CPU profile of the all-in-one system under one operation's load:
- * `node --max-semi-space-size=32 --import tsx bench/profile.ts <case> [seconds]` (the heap flag
+ * `node --max-semi-space-size=32 --import tsx bench/profile.ts <case> [seconds] [--flame]` (the heap flag
  * as production starts node, see package.json), cases below. Starts the system in this
  * process (embedded defaults), seeds what the case needs, drives 32 connections from a child
  * process (bench/lib.ts drive) and profiles this process during the measuring window only
  * (node:inspector), then writes the .cpuprofile (open it in Chrome DevTools or speedscope) and
- * prints the top frames by self time and the top by total time. PostgreSQL's own CPU is not in it.
+ * prints the top frames by self time and the top by total time; with --flame, also a flame graph
+ * of it as a PNG beside it (bench/flame-graph.ts). PostgreSQL's own CPU is not in it.
  */
 import { Session } from "node:inspector/promises";
 import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
 import { finalizer, thumbnailSource } from "./media.js";
 import { seedSearchMedia } from "./search.js";
 import { startBenchSystem, drive, transferClient, type BenchSystem } from "./lib.js";
+import { renderFlameGraph, type CpuProfile } from "./flame-graph.js";
 
 /** One bench/transfer-client.ts job; its result as a JSON line. */
 const transferLine = async (job: Record<string, unknown>) => JSON.stringify(await transferClient(job));
@@ -93,10 +96,11 @@ const CASES: Record<string, Case> = {
   },
 };
 
-const name = process.argv[2] ?? "";
-const seconds = Number(process.argv[3] ?? 8);
+const { values: flags, positionals } = parseArgs({ allowPositionals: true, options: { flame: { type: "boolean", default: false } } });
+const name = positionals[0] ?? "";
+const seconds = Number(positionals[1] ?? 8);
 const c = CASES[name];
-if (!c) { console.error(`cases: ${Object.keys(CASES).join(", ")}`); process.exit(2); }
+if (!c) { console.error(`usage: bench/profile.ts <case> [seconds] [--flame]; cases: ${Object.keys(CASES).join(", ")}`); process.exit(2); }
 const b = await startBenchSystem({ DB_POOL_MAX: "16" });
 try {
   const seeded = await c.seed(b);
@@ -125,6 +129,11 @@ try {
   writeFileSync(file, JSON.stringify(profile));
   console.log(`${name}: ${said}; profile ${file}`);
   summarize(profile as unknown as Profile);
+  if (flags.flame) {
+    const png = file.replace(/\.cpuprofile$/, ".png");
+    await renderFlameGraph(profile as unknown as CpuProfile, png, { name: `${name}: ${said}` });
+    console.log(`flame graph (busy samples, speedscope's left-heavy view): ${png}`);
+  }
 } finally {
   await b.stop();
 }
