@@ -33,7 +33,7 @@ export async function renderFlameGraph(profile: CpuProfile, out: string, opts: {
     const body = Buffer.from(JSON.stringify(profile)).toString("base64");
     writeFileSync(script, `speedscope.loadFileFromBase64(${JSON.stringify(opts.name)}, ${JSON.stringify(body)})`);
     const page = await browser.newPage({ viewport: { width: opts.width ?? 1600, height: opts.height ?? 1000 } });
-    await page.goto(`${pathToFileURL(SPEEDSCOPE_PAGE).href}#localProfilePath=${script}&view=left-heavy`);
+    await page.goto(`${pathToFileURL(SPEEDSCOPE_PAGE).href}#localProfilePath=${encodeURIComponent(script)}&view=left-heavy`);
     // The page is titled after the profile once it has imported it; then two frames to draw.
     await page.waitForFunction((title) => document.title.startsWith(title), opts.name, { timeout: 30_000 });
     await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
