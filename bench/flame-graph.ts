@@ -12,9 +12,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { launchBrowser } from "../test/helpers/browser.js";
-
-/** A V8 CPU profile (node:inspector's Profiler.stop, or a --cpu-prof file), as it is. */
-export type CpuProfile = object;
+import type { CpuProfile } from "./cpu-profile.js";
 
 const SPEEDSCOPE_PAGE = join(dirname(createRequire(import.meta.url).resolve("speedscope/package.json")), "dist", "release", "index.html");
 

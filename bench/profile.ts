@@ -14,7 +14,8 @@ import { parseArgs } from "node:util";
 import { finalizer, thumbnailSource } from "./media.js";
 import { seedSearchMedia } from "./search.js";
 import { startBenchSystem, drive, transferClient, type BenchSystem } from "./lib.js";
-import { renderFlameGraph, type CpuProfile } from "./flame-graph.js";
+import { summarize, type CpuProfile } from "./cpu-profile.js";
+import { renderFlameGraph } from "./flame-graph.js";
 
 /** One bench/transfer-client.ts job; its result as a JSON line. */
 const transferLine = async (job: Record<string, unknown>) => JSON.stringify(await transferClient(job));
@@ -128,7 +129,7 @@ try {
   const file = `/tmp/${name}-${Date.now()}.cpuprofile`;
   writeFileSync(file, JSON.stringify(profile));
   console.log(`${name}: ${said}; profile ${file}`);
-  summarize(profile as unknown as Profile);
+  console.log(summarize(profile as unknown as CpuProfile).join("\n"));
   if (flags.flame) {
     const png = file.replace(/\.cpuprofile$/, ".png");
     await renderFlameGraph(profile as unknown as CpuProfile, png, { name: `${name}: ${said}` });
@@ -136,36 +137,4 @@ try {
   }
 } finally {
   await b.stop();
-}
-
-interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number; children?: number[] }
-interface Profile { nodes: Node[]; startTime: number; endTime: number; samples: number[] }
-
-/** Prints the top frames by self and by total time (share of all samples). */
-function summarize(p: Profile): void {
-  const byId = new Map(p.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of p.nodes) for (const ch of n.children ?? []) parent.set(ch, n.id);
-  const label = (n: Node) => {
-    const f = n.callFrame;
-    const file = f.url.replace(/^file:\/\//, "").replace(/.*\/node_modules\//, "~/").replace(/.*\/wt-[^/]+\//, "");
-    return `${f.functionName || "(anonymous)"} ${file}:${f.lineNumber + 1}`;
-  };
-  const self = new Map<string, number>();
-  const total = new Map<string, number>();
-  for (const id of p.samples) {
-    const n = byId.get(id)!;
-    self.set(label(n), (self.get(label(n)) ?? 0) + 1);
-    const seen = new Set<string>();
-    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
-      const l = label(byId.get(cur)!);
-      if (!seen.has(l)) { seen.add(l); total.set(l, (total.get(l) ?? 0) + 1); }
-    }
-  }
-  const all = p.samples.length;
-  const top = (m: Map<string, number>, k: number) => [...m].sort((a, b) => b[1] - a[1]).slice(0, k).map(([l, v]) => `  ${((v / all) * 100).toFixed(1).padStart(5)}%  ${l}`);
-  console.log(`samples ${all}\n-- self time:`);
-  console.log(top(self, 30).join("\n"));
-  console.log("-- total time:");
-  console.log(top(total, 60).join("\n"));
 }

@@ -28,7 +28,8 @@ const FLOOR_NAMES = {
   unary: "Connect (the services' unary transport and fast path, no interceptors)",
 } as const;
 
-const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number }) => Record<string, unknown> }> = [
+/** The ops measured, with the Connect hops each makes (bench/profile-split.ts profiles them too). */
+export const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number }) => Record<string, unknown> }> = [
   { name: "ping", hops: 0, body: () => ({ op: "ping" }) },
   { name: "collections.get", hops: 1, body: ({ collection }) => ({ op: "collections.get", collection_id: collection }) },
   { name: "ui.state.get", hops: 1, body: () => ({ op: "ui.state.get" }) },
@@ -36,7 +37,7 @@ const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number 
 ];
 
 /** A user with a collection of 20 notes on the system; what the ops need. */
-async function seed(sys: SplitSystem): Promise<{ token: string; collection: number }> {
+export async function seed(sys: SplitSystem): Promise<{ token: string; collection: number }> {
   const u = await sys.user("bench");
   const must = mustCall(sys, sys.gateways[0]!, u.token);
   const { collection } = await must({ op: "collections.create", name: "Hops" });

@@ -1,0 +1,34 @@
+/** bench/cpu-profile.ts: the busy time a profile sampled, and its summary. */
+import test from "ava";
+import { busyMicros, summarize, type CpuProfile } from "../../bench/cpu-profile.js";
+
+const frame = (id: number, functionName: string, children: number[] = []) =>
+  ({ id, callFrame: { functionName, url: id === 3 ? "file:///srv/node_modules/pg/lib/query.js" : "", lineNumber: 9 }, children });
+
+/** (root) -> serve -> query; (root) -> (idle). */
+const profile = (samples: number[], timeDeltas: number[], endTime: number): CpuProfile => ({
+  nodes: [frame(1, "(root)", [2, 4]), frame(2, "serve", [3]), frame(3, "query"), frame(4, "(idle)")],
+  startTime: 0, endTime, samples, timeDeltas,
+});
+
+test("busyMicros adds the time from each sample that is not idle to the next one (the last to the end)", (t) => {
+  // Samples at 100 (query), 150 (idle), 450 (serve), 470 (idle), 540 (query); the end at 600.
+  const p = profile([3, 4, 2, 4, 3], [100, 50, 300, 20, 70], 600);
+  t.is(busyMicros(p), 50 + 20 + 60);
+  t.is(busyMicros(profile([4, 4], [10, 10], 100)), 0);
+});
+
+test("summarize lists frames by self time and by total time, as shares of every sample", (t) => {
+  const lines = summarize(profile([3, 3, 2, 4], [100, 100, 100, 100], 500), 2, 3);
+  t.deepEqual(lines, [
+    "samples 4",
+    "-- self time:",
+    "   50.0%  query ~/pg/lib/query.js:10",
+    "   25.0%  serve :10",
+    "-- total time:",
+    "  100.0%  (root) :10",
+    "   75.0%  serve :10",
+    "   50.0%  query ~/pg/lib/query.js:10",
+  ]);
+  t.false(summarize(profile([3], [100], 200), 5, 0).includes("-- total time:"));
+});
