@@ -16,26 +16,32 @@ import type { CpuProfile } from "./cpu-profile.js";
 
 const SPEEDSCOPE_PAGE = join(dirname(createRequire(import.meta.url).resolve("speedscope/package.json")), "dist", "release", "index.html");
 
+/** One graph to draw: the profile, the PNG to write, and the title speedscope shows above it. */
+export interface FlameGraph { profile: CpuProfile; out: string; name: string }
+
 /**
- * Renders `profile` to `out` (PNG). `name` is the title speedscope shows above the graph. Its
- * importer leaves the "(idle)" samples out: the graph's width is the busy time. Fails when the
- * page did not load the profile, rather than saving a blank page.
+ * Renders each profile to its PNG, in one browser. speedscope's importer leaves the "(idle)"
+ * samples out: a graph's width is the busy time. Fails when the page did not load a profile,
+ * rather than saving a blank page.
  */
-export async function renderFlameGraph(profile: CpuProfile, out: string, opts: { name: string; width?: number; height?: number }): Promise<void> {
+export async function renderFlameGraphs(graphs: FlameGraph[], viewport = { width: 1600, height: 1000 }): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "cms-flame-"));
   const browser = await launchBrowser();
   try {
-    // The page takes a profile from a script beside it that calls its loader (as speedscope's
-    // own command line does), named in the URL's fragment.
-    const script = join(dir, "profile.js");
-    const body = Buffer.from(JSON.stringify(profile)).toString("base64");
-    writeFileSync(script, `speedscope.loadFileFromBase64(${JSON.stringify(opts.name)}, ${JSON.stringify(body)})`);
-    const page = await browser.newPage({ viewport: { width: opts.width ?? 1600, height: opts.height ?? 1000 } });
-    await page.goto(`${pathToFileURL(SPEEDSCOPE_PAGE).href}#localProfilePath=${encodeURIComponent(script)}&view=left-heavy`);
-    // The page is titled after the profile once it has imported it; then two frames to draw.
-    await page.waitForFunction((title) => document.title.startsWith(title), opts.name, { timeout: 30_000 });
-    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
-    await page.screenshot({ path: out });
+    for (const [i, { profile, out, name }] of graphs.entries()) {
+      // The page takes a profile from a script beside it that calls its loader (as speedscope's
+      // own command line does), named in the URL's fragment.
+      const script = join(dir, `profile-${i}.js`);
+      const body = Buffer.from(JSON.stringify(profile)).toString("base64");
+      writeFileSync(script, `speedscope.loadFileFromBase64(${JSON.stringify(name)}, ${JSON.stringify(body)})`);
+      const page = await browser.newPage({ viewport });
+      await page.goto(`${pathToFileURL(SPEEDSCOPE_PAGE).href}#localProfilePath=${encodeURIComponent(script)}&view=left-heavy`);
+      // The page is titled after the profile once it has imported it; then two frames to draw.
+      await page.waitForFunction((title) => document.title.startsWith(title), name, { timeout: 30_000 });
+      await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+      await page.screenshot({ path: out });
+      await page.close();
+    }
   } finally {
     await browser.close();
     rmSync(dir, { recursive: true, force: true });

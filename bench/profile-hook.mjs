@@ -1,7 +1,7 @@
 // Loaded with `--import` into each process of a split system by bench/profile-split.ts: SIGUSR2
 // starts a CPU profile (node:inspector, 200 µs sampling), the next SIGUSR2 stops it and writes it
-// to $CMS_PROFILE_DIR/<target>-<pid>.cpuprofile (written to a temporary name, then renamed, so
-// that a reader never sees half a file).
+// to $CMS_PROFILE_DIR/<pid>.cpuprofile (written to a temporary name, then renamed, so that a
+// reader never sees half a file).
 import { Session } from "node:inspector/promises";
 import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -19,8 +19,7 @@ process.on("SIGUSR2", async () => {
   }
   profiling = false;
   const { profile } = await session.post("Profiler.stop");
-  const target = (process.argv.find((a) => a.startsWith("--target=")) ?? "--target=unknown").slice("--target=".length);
-  const file = join(process.env.CMS_PROFILE_DIR, `${target}-${process.pid}.cpuprofile`);
+  const file = join(process.env.CMS_PROFILE_DIR, `${process.pid}.cpuprofile`);
   writeFileSync(`${file}.part`, JSON.stringify(profile));
   renameSync(`${file}.part`, file);
 });

@@ -19,7 +19,7 @@ import { parseArgs } from "node:util";
 import { startSplitSystem } from "../test/helpers/split.js";
 import { API_KEY } from "../test/helpers/system.js";
 import { busyMicros, summarize, type CpuProfile } from "./cpu-profile.js";
-import { renderFlameGraph } from "./flame-graph.js";
+import { renderFlameGraphs, type FlameGraph } from "./flame-graph.js";
 import { drive } from "./lib.js";
 import { OPS, seed } from "./split.js";
 
@@ -49,22 +49,23 @@ try {
   for (const p of procs) p.child.kill("SIGUSR2");
   const result = await drive({ ...load, durationMs: seconds * 1000 });
   for (const p of procs) p.child.kill("SIGUSR2");
-  const files = procs.map((p) => join(dir, `${p.name.replace(/-\d+$/, "")}-${p.child.pid}.cpuprofile`));
+  const files = procs.map((p) => join(dir, `${p.child.pid}.cpuprofile`));
   for (let waited = 0; !files.every((f) => existsSync(f)); waited += 100) {
     if (waited > 30_000) throw new Error(`profiles missing after 30 s: ${files.filter((f) => !existsSync(f)).join(", ")}`);
     await sleep(100);
   }
   console.log(`${op.name} (${op.hops} hops), split, 1 connection: ${result.requests} requests, ${result.throughput} req/s, p50 ${result.p50Ms} ms; profiles in ${dir}`);
+  const graphs: FlameGraph[] = [];
   for (const [i, file] of files.entries()) {
     const profile = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
     const perRequest = Math.round(busyMicros(profile) / Math.max(1, result.requests));
     console.log(`\n== ${procs[i]!.name}: busy ${perRequest} µs a request (${file})`);
     console.log(summarize(profile, 15, 0).join("\n"));
-    if (flags.flame) {
-      const png = file.replace(/\.cpuprofile$/, ".png");
-      await renderFlameGraph(profile, png, { name: `${op.name}, split: ${procs[i]!.name}, ${perRequest} µs a request` });
-      console.log(`flame graph: ${png}`);
-    }
+    graphs.push({ profile, out: join(dir, `${procs[i]!.name}.png`), name: `${op.name}, split: ${procs[i]!.name}, ${perRequest} µs a request` });
+  }
+  if (flags.flame) {
+    await renderFlameGraphs(graphs);
+    console.log(`\nflame graphs: ${graphs.map((g) => g.out).join(", ")}`);
   }
 } finally {
   await sys.stop();

@@ -15,7 +15,7 @@ import { finalizer, thumbnailSource } from "./media.js";
 import { seedSearchMedia } from "./search.js";
 import { startBenchSystem, drive, transferClient, type BenchSystem } from "./lib.js";
 import { summarize, type CpuProfile } from "./cpu-profile.js";
-import { renderFlameGraph } from "./flame-graph.js";
+import { renderFlameGraphs } from "./flame-graph.js";
 
 /** One bench/transfer-client.ts job; its result as a JSON line. */
 const transferLine = async (job: Record<string, unknown>) => JSON.stringify(await transferClient(job));
@@ -132,7 +132,7 @@ try {
   console.log(summarize(profile as unknown as CpuProfile).join("\n"));
   if (flags.flame) {
     const png = file.replace(/\.cpuprofile$/, ".png");
-    await renderFlameGraph(profile as unknown as CpuProfile, png, { name: `${name}: ${said}` });
+    await renderFlameGraphs([{ profile: profile as unknown as CpuProfile, out: png, name: `${name}: ${said}` }]);
     console.log(`flame graph (busy samples, speedscope's left-heavy view): ${png}`);
   }
 } finally {

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import sharp from "sharp";
-import { renderFlameGraph } from "../../bench/flame-graph.js";
+import { renderFlameGraphs } from "../../bench/flame-graph.js";
 
 const frame = (id: number, functionName: string, children: number[] = []) =>
   ({ id, callFrame: { functionName, scriptId: "0", url: "", lineNumber: 0, columnNumber: 0 }, hitCount: 0, children });
@@ -20,15 +20,17 @@ function sampleProfile(samples = [3, 3, 4, 2, 4]) {
   };
 }
 
-test("renderFlameGraph draws the busy samples' call tree as a PNG of the size asked", async (t) => {
+test("renderFlameGraphs draws the busy samples' call tree as a PNG of the size asked", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "cms-flame-test-"));
   try {
     const drawn = join(dir, "drawn.png");
     const empty = join(dir, "empty.png");
-    await renderFlameGraph(sampleProfile(), drawn, { name: "sample profile", width: 800, height: 500 });
     // A profile that is all idle has nothing to draw (speedscope leaves the idle samples out):
     // the same page without a graph.
-    await renderFlameGraph(sampleProfile([4, 4, 4]), empty, { name: "idle profile", width: 800, height: 500 });
+    await renderFlameGraphs([
+      { profile: sampleProfile(), out: drawn, name: "sample profile" },
+      { profile: sampleProfile([4, 4, 4]), out: empty, name: "idle profile" },
+    ], { width: 800, height: 500 });
     const meta = await sharp(drawn).metadata();
     t.is(meta.format, "png");
     t.deepEqual([meta.width, meta.height], [800, 500]);

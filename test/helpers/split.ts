@@ -272,7 +272,7 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
       try {
         const auth = createAuth(createAuthStore(db));
         const u = await auth.createUser(`${name}_${id}`, "paid", false);
-        const t = await auth.mintToken(u.username, scopes === undefined ? undefined : scopes.split(/[\s,]+/).filter(Boolean), { clientId: "admin-cli" });
+        const t = await auth.mintToken(u.username, scopes, { clientId: "admin-cli" });
         return { userId: u.id, username: u.username, token: t.accessToken };
       } finally {
         await db.destroy();

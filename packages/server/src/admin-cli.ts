@@ -138,8 +138,7 @@ async function run(noun: string, verb: string, rest: string[], values: Record<st
     case "token mint": {
       const username = rest[0] ?? fail(USAGE);
       const auth = await authDb();
-      const scopes = values.scopes === undefined ? undefined : String(values.scopes).split(/[\s,]+/).filter(Boolean);
-      const t = await auth.mintToken(username, scopes, { clientId: "admin-cli" });
+      const t = await auth.mintToken(username, values.scopes === undefined ? undefined : String(values.scopes), { clientId: "admin-cli" });
       return { access_token: t.accessToken, scopes: t.scopes, expires_at: t.expiresAt.toISOString() };
     }
     case "client create": {

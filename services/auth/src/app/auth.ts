@@ -43,7 +43,8 @@ export function createAuth(store: AuthStore, opts: AuthOptions = {}) {
       if (!(await store.setPasswordHash(username, hash))) throw new AppError("not_found", `No user named "${username}".`);
     },
 
-    async mintToken(username: string, scopes: string[] | undefined, opts: { ttlSeconds?: number; clientId?: string } = {}) {
+    /** `scopes`: a list, or a string of them separated by spaces or commas (parseScopes); unset, all. */
+    async mintToken(username: string, scopes: string | string[] | undefined, opts: { ttlSeconds?: number; clientId?: string } = {}) {
       const user = await store.userByUsername(username);
       if (!user) throw new AppError("not_found", `No user named "${username}".`);
       let parsed;
