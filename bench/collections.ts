@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { loadConfig } from "@cms/platform";
 import { startSystem } from "@cms/server";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
-import { WORDS, drive, formatTable, round, startBareQueryServer, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { WORDS, drive, formatTable, round, startBareQueryServer, telemetryEnv, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 
 const API_KEY = "bench-key";
 const OP_PATH = "/functions/v1/thirdparty-v1";
@@ -20,10 +20,9 @@ const USERS = Number(process.env.BENCH_USERS ?? 1000);
 const PER_USER = Number(process.env.BENCH_COLLECTIONS_PER_USER ?? 100);
 
 async function run(opts: BenchOptions): Promise<ScenarioReport> {
-  process.env.OTEL_SDK_DISABLED ??= "true";
   const dataDir = mkdtempSync(join(tmpdir(), "cms-bench-"));
   chmodSync(dataDir, 0o755);
-  const env = { DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", OTEL_SDK_DISABLED: "true", RATE_LIMIT_PER_MINUTE: "100000000", GATEWAY_API_KEYS: API_KEY, DB_POOL_MAX: "16" };
+  const env = { DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", ...telemetryEnv(), RATE_LIMIT_PER_MINUTE: "100000000", GATEWAY_API_KEYS: API_KEY, DB_POOL_MAX: "16" };
   const system = await startSystem(loadConfig(env, ["--target=all"]));
   let bare: Awaited<ReturnType<typeof startBareQueryServer>> | undefined;
   let barePage: Awaited<ReturnType<typeof startBareQueryServer>> | undefined;

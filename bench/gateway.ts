@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { loadConfig } from "@cms/platform";
 import { startSystem } from "@cms/server";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
-import { drive, formatTable, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { drive, formatTable, round, telemetryEnv, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 
 const API_KEY = "bench-key";
 const OP_PATH = "/functions/v1/thirdparty-v1";
@@ -40,8 +40,6 @@ async function startBare(template: Record<string, unknown>): Promise<{ url: stri
 }
 
 async function run(opts: BenchOptions): Promise<ScenarioReport> {
-  // The telemetry SDK reads the standard OTEL_* variables from process.env.
-  process.env.OTEL_SDK_DISABLED ??= "true";
   const dataDir = mkdtempSync(join(tmpdir(), "cms-bench-"));
   // As root the embedded PostgreSQL runs as the postgres OS user, which must enter DATA_DIR.
   chmodSync(dataDir, 0o755);
@@ -50,7 +48,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     HOST: "127.0.0.1",
     PORT: "0",
     LOG_LEVEL: "warn",
-    OTEL_SDK_DISABLED: "true",
+    ...telemetryEnv(),
     RATE_LIMIT_PER_MINUTE: "100000000",
     GATEWAY_API_KEYS: API_KEY,
   };

@@ -232,6 +232,15 @@ export interface BenchSystem {
 
 export const BENCH_API_KEY = "bench-key";
 
+/**
+ * The telemetry setting of every system a bench starts: the service's default (the SDK on, no
+ * exporter) unless the bench's own environment sets OTEL_SDK_DISABLED. The SDK reads
+ * process.env, the service's config the env it is given: both get the same value.
+ */
+export function telemetryEnv(): { OTEL_SDK_DISABLED: string } {
+  return { OTEL_SDK_DISABLED: process.env.OTEL_SDK_DISABLED ?? "false" };
+}
+
 export async function startBenchSystem(extraEnv: Record<string, string> = {}): Promise<BenchSystem> {
   const { chmodSync, mkdtempSync, rmSync } = await import("node:fs");
   const { tmpdir } = await import("node:os");
@@ -239,12 +248,11 @@ export async function startBenchSystem(extraEnv: Record<string, string> = {}): P
   const { loadConfig } = await import("@cms/platform");
   const { startSystem } = await import("@cms/server");
   const { AuthService } = await import("@cms/contracts/auth/v1/auth_pb");
-  process.env.OTEL_SDK_DISABLED ??= "true";
   const dataDir = mkdtempSync(join(tmpdir(), "cms-bench-"));
   // As root the embedded PostgreSQL runs as the postgres OS user, which must enter DATA_DIR.
   chmodSync(dataDir, 0o755);
   const env = {
-    DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", OTEL_SDK_DISABLED: "true",
+    DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", ...telemetryEnv(),
     RATE_LIMIT_PER_MINUTE: "100000000", GATEWAY_API_KEYS: BENCH_API_KEY, ...extraEnv,
   };
   const system = await startSystem(loadConfig(env, ["--target=all"]));

@@ -20,7 +20,7 @@ import { startSplitSystem } from "../test/helpers/split.js";
 import { API_KEY } from "../test/helpers/system.js";
 import { busyMicros, summarize, type CpuProfile } from "./cpu-profile.js";
 import { renderFlameGraphs, type FlameGraph } from "./flame-graph.js";
-import { drive } from "./lib.js";
+import { drive, telemetryEnv } from "./lib.js";
 import { OPS, seed } from "./split.js";
 
 const HOOK = fileURLToPath(new URL("./profile-hook.mjs", import.meta.url));
@@ -35,7 +35,7 @@ process.env.NATS_URL ??= "nats://127.0.0.1:4222";
 
 const dir = mkdtempSync(join(tmpdir(), `cms-split-profile-${op.name}-`));
 const sys = await startSplitSystem({
-  env: { LOG_LEVEL: "info", RATE_LIMIT_PER_MINUTE: "100000000", DB_POOL_MAX: "8", NODE_OPTIONS: `--import ${HOOK}`, CMS_PROFILE_DIR: dir },
+  env: { LOG_LEVEL: "info", RATE_LIMIT_PER_MINUTE: "100000000", DB_POOL_MAX: "8", ...telemetryEnv(), NODE_OPTIONS: `--import ${HOOK}`, CMS_PROFILE_DIR: dir },
 });
 try {
   const ids = await seed(sys);

@@ -19,7 +19,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, chmodSync } from "node:
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { median, percentile, round, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
+import { median, percentile, round, telemetryEnv, type BenchOptions, type Scenario, type ScenarioReport } from "./lib.js";
 import { startReceiver } from "../test/helpers/webhook-receiver.js";
 import { admin, startTarget } from "../test/helpers/split.js";
 
@@ -65,7 +65,7 @@ async function run(_opts: BenchOptions): Promise<ScenarioReport> {
   const dataDir = mkdtempSync(join(tmpdir(), "cms-soak-"));
   chmodSync(dataDir, 0o755);
   const env: Record<string, string> = {
-    DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", OTEL_SDK_DISABLED: "true", GATEWAY_API_KEYS: API_KEY,
+    DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "warn", ...telemetryEnv(), GATEWAY_API_KEYS: API_KEY,
     RATE_LIMIT_PER_MINUTE: "100000000", OUTBOUND_ALLOWED_HOSTS: "localhost", WEBHOOK_COALESCE_MS: "1000",
   };
   // The inherited environment, then the soak's own settings; the admin CLI runs with the same.

@@ -18,7 +18,7 @@
  * work a hop adds is known apart from the wait: (split CPU - all-in-one CPU) / hops.
  */
 import { startSplitSystem, mustCall, type SplitSystem } from "../test/helpers/split.js";
-import { drive, formatTable, processCpuUs, round, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
+import { drive, formatTable, processCpuUs, round, telemetryEnv, type BenchOptions, type LoadResult, type Scenario, type ScenarioReport } from "./lib.js";
 import { API_KEY } from "../test/helpers/system.js";
 import { measureHopFloor } from "./hop-floor.js";
 
@@ -56,7 +56,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
   const systems: Array<{ label: string; sys: SplitSystem; ids: { token: string; collection: number } }> = [];
   try {
     for (const [label, allInOne] of [["all-in-one", true], ["split", false]] as const) {
-      const sys = await startSplitSystem({ allInOne, env: { LOG_LEVEL: "info", RATE_LIMIT_PER_MINUTE: "100000000", DB_POOL_MAX: "8" } });
+      const sys = await startSplitSystem({ allInOne, env: { LOG_LEVEL: "info", RATE_LIMIT_PER_MINUTE: "100000000", DB_POOL_MAX: "8", ...telemetryEnv() } });
       systems.push({ label, sys, ids: await seed(sys) });
     }
     const results: LoadResult[] = [];
