@@ -198,7 +198,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     telemetry: {
       disabled: bool(env, "OTEL_SDK_DISABLED", false),
       serviceName: env.OTEL_SERVICE_NAME || undefined,
-      exporterConfigured: Boolean(env.OTEL_TRACES_EXPORTER || env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
+      exporterConfigured: tracesExported(env),
       metricsPort: env.METRICS_PORT ? int(env, "METRICS_PORT", 0, 0, 65535) : undefined,
       metricsHost: env.METRICS_HOST || host,
       otlpMetrics: Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT || /\botlp\b/.test(env.OTEL_METRICS_EXPORTER ?? "")),
@@ -206,4 +206,16 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
       metricExportIntervalMs: int(env, "OTEL_METRIC_EXPORT_INTERVAL", 60000, 100),
     },
   };
+}
+
+/**
+ * Whether the SDK sends spans somewhere, by its own reading of the variables: the exporters
+ * OTEL_TRACES_EXPORTER names ("none" first: none at all; "none" among others: the SDK takes
+ * OTLP), or with the variable unset an OTLP endpoint. Unset with no endpoint the SDK would make
+ * an OTLP exporter to localhost, which startTelemetry does not let it do.
+ */
+function tracesExported(env: Record<string, string | undefined>): boolean {
+  const named = (env.OTEL_TRACES_EXPORTER ?? "").split(",").map((s) => s.trim()).filter((s) => s && s !== "null");
+  if (named.length) return named[0] !== "none";
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }

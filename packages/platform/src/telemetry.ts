@@ -5,8 +5,11 @@
  * carry trace context across service calls and count them (no instrumentation for connect-es
  * exists), and the span helper of calls leaving the system.
  *
- * Without a trace exporter spans are still recorded, never exported: their ids are what the logs
- * carry (a process with no tracer provider would log the all-zero ids of non-recording spans).
+ * Without a trace exporter no span is recorded: the SDK's tracer still gives every span real ids
+ * (what the logs carry and what travels to the other services in traceparent; a process with no
+ * tracer provider would log the all-zero ids of the API's no-op spans), but nothing would ever
+ * read what a recorded span holds, and recording it was a fifth of collections.get's CPU in node
+ * (bench/notes/overhead.md, stop 42). PostgreSQL's spans are left out then for the same reason.
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -43,8 +46,8 @@ export interface Telemetry {
 /** One SDK per process, shared by every system a process starts (tests start several). */
 let shared: { telemetry: Telemetry; users: number; stop(): Promise<void> } | undefined;
 
-/** A span processor that keeps nothing: spans get real ids (for logs and propagation), nothing is exported. */
-const idsOnly = { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
+/** A span processor that keeps nothing: set without an exporter, or the SDK would make its default OTLP one. */
+const nothingKept = { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
 
 async function otlpMetricExporter(protocol: string) {
   if (protocol === "grpc") return new (await import("@opentelemetry/exporter-metrics-otlp-grpc")).OTLPMetricExporter();
@@ -58,8 +61,7 @@ export async function startTelemetry(serviceName: string, cfg: TelemetryConfig):
     shared.users++;
     return shared.telemetry;
   }
-  const { NodeSDK, metrics: sdkMetrics } = await import("@opentelemetry/sdk-node");
-  const { PgInstrumentation } = await import("@opentelemetry/instrumentation-pg");
+  const { NodeSDK, metrics: sdkMetrics, tracing } = await import("@opentelemetry/sdk-node");
   const { PrometheusExporter } = await import("@opentelemetry/exporter-prometheus");
 
   const readers = [];
@@ -73,9 +75,11 @@ export async function startTelemetry(serviceName: string, cfg: TelemetryConfig):
   }
   const sdk = new NodeSDK({
     serviceName: cfg.serviceName || serviceName,
-    // Queries outside any request (relay polls, readiness checks) make no root spans.
-    instrumentations: [new PgInstrumentation({ requireParentSpan: true })],
-    ...(cfg.exporterConfigured ? {} : { spanProcessors: [idsOnly] }),
+    ...(cfg.exporterConfigured
+      // Queries outside any request (relay polls, readiness checks) make no root spans.
+      ? { instrumentations: [new (await import("@opentelemetry/instrumentation-pg")).PgInstrumentation({ requireParentSpan: true })] }
+      // Never recorded: each span is only its ids (a non-recording span of the SDK's tracer).
+      : { instrumentations: [], spanProcessors: [nothingKept], sampler: new tracing.AlwaysOffSampler() }),
     // Set explicitly: the SDK's defaults would push metrics and logs to an OTLP collector on localhost.
     metricReaders: readers,
     logRecordProcessors: [],

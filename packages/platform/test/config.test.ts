@@ -153,3 +153,15 @@ test("ConfigError is an Error named ConfigError", (t) => {
   t.true(err instanceof Error);
   t.is(err!.name, "ConfigError");
 });
+
+test("spans are exported as the telemetry SDK reads the variables: OTEL_TRACES_EXPORTER first, else an OTLP endpoint", (t) => {
+  const exported = (env: Record<string, string>) => loadConfig(env, []).telemetry.exporterConfigured;
+  t.false(exported({}));
+  t.false(exported({ OTEL_TRACES_EXPORTER: "none" }), "none: the SDK makes no exporter");
+  t.false(exported({ OTEL_TRACES_EXPORTER: " none ", OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }), "none wins over an endpoint");
+  t.true(exported({ OTEL_TRACES_EXPORTER: "console" }));
+  t.true(exported({ OTEL_TRACES_EXPORTER: "otlp,none" }), "none among others: the SDK takes OTLP");
+  t.true(exported({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }));
+  t.true(exported({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://collector:4318/v1/traces" }));
+  t.false(exported({ OTEL_TRACES_EXPORTER: "" }), "empty is unset");
+});
