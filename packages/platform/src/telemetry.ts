@@ -8,7 +8,7 @@
  * Without a trace exporter no span is recorded: the SDK's tracer still gives every span real ids
  * (what the logs carry and what travels to the other services in traceparent; a process with no
  * tracer provider would log the all-zero ids of the API's no-op spans), but nothing would ever
- * read what a recorded span holds, and recording it was a fifth of collections.get's CPU in node
+ * read what a recorded span holds, and recording it was a sixth of node's CPU a collections.get
  * (bench/notes/overhead.md, stop 42). PostgreSQL's spans are left out then for the same reason.
  */
 import http from "node:http";
