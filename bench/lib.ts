@@ -233,12 +233,14 @@ export interface BenchSystem {
 export const BENCH_API_KEY = "bench-key";
 
 /**
- * The telemetry setting of every system a bench starts: the service's default (the SDK on, no
- * exporter) unless the bench's own environment sets OTEL_SDK_DISABLED. The SDK reads
- * process.env, the service's config the env it is given: both get the same value.
+ * The telemetry settings of every system a bench starts: the bench's own OTEL_* variables (e.g.
+ * OTEL_SDK_DISABLED=true, or an exporter's endpoint), else the service's default (the SDK on, no
+ * exporter). The SDK reads process.env, the service's config the env it is given: both get the
+ * same values.
  */
-export function telemetryEnv(): { OTEL_SDK_DISABLED: string } {
-  return { OTEL_SDK_DISABLED: process.env.OTEL_SDK_DISABLED ?? "false" };
+export function telemetryEnv(): Record<string, string> {
+  const own = Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith("OTEL_") && e[1] !== undefined);
+  return { OTEL_SDK_DISABLED: "false", ...Object.fromEntries(own) };
 }
 
 export async function startBenchSystem(extraEnv: Record<string, string> = {}): Promise<BenchSystem> {
