@@ -129,10 +129,11 @@ try {
   const file = `/tmp/${name}-${Date.now()}.cpuprofile`;
   writeFileSync(file, JSON.stringify(profile));
   console.log(`${name}: ${said}; profile ${file}`);
-  console.log(summarize(profile as unknown as CpuProfile).join("\n"));
+  const cpu = profile as unknown as CpuProfile;
+  console.log(summarize(cpu).join("\n"));
   if (flags.flame) {
     const png = file.replace(/\.cpuprofile$/, ".png");
-    await renderFlameGraphs([{ profile: profile as unknown as CpuProfile, out: png, name: `${name}: ${said}` }]);
+    await renderFlameGraphs([{ profile: cpu, out: png, name: `${name}: ${said}` }]);
     console.log(`flame graph (busy samples, speedscope's left-heavy view): ${png}`);
   }
 } finally {

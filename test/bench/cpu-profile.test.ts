@@ -1,15 +1,7 @@
 /** bench/cpu-profile.ts: the busy time a profile sampled, and its summary. */
 import test from "ava";
-import { busyMicros, summarize, type CpuProfile } from "../../bench/cpu-profile.js";
-
-const frame = (id: number, functionName: string, children: number[] = []) =>
-  ({ id, callFrame: { functionName, url: id === 3 ? "file:///srv/node_modules/pg/lib/query.js" : "", lineNumber: 9 }, children });
-
-/** (root) -> serve -> query; (root) -> (idle). */
-const profile = (samples: number[], timeDeltas: number[], endTime: number): CpuProfile => ({
-  nodes: [frame(1, "(root)", [2, 4]), frame(2, "serve", [3]), frame(3, "query"), frame(4, "(idle)")],
-  startTime: 0, endTime, samples, timeDeltas,
-});
+import { busyMicros, summarize } from "../../bench/cpu-profile.js";
+import { sampleProfile as profile } from "./sample-profile.js";
 
 test("busyMicros adds the time from each sample that is not idle to the next one (the last to the end)", (t) => {
   // Samples at 100 (query), 150 (idle), 450 (serve), 470 (idle), 540 (query); the end at 600.

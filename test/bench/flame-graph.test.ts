@@ -5,20 +5,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import sharp from "sharp";
 import { renderFlameGraphs } from "../../bench/flame-graph.js";
+import { IDLE, QUERY, SERVE, sampleProfile } from "./sample-profile.js";
 
-const frame = (id: number, functionName: string, children: number[] = []) =>
-  ({ id, callFrame: { functionName, scriptId: "0", url: "", lineNumber: 0, columnNumber: 0 }, hitCount: 0, children });
 
-/** (root) -> serve -> query; (root) -> (idle). Samples every 100 µs in turn: query, query, idle, serve, idle. */
-function sampleProfile(samples = [3, 3, 4, 2, 4]) {
-  return {
-    nodes: [frame(1, "(root)", [2, 4]), frame(2, "serve", [3]), frame(3, "query"), frame(4, "(idle)")],
-    startTime: 1_000,
-    endTime: 1_000 + 100 * samples.length,
-    samples,
-    timeDeltas: samples.map(() => 100),
-  };
-}
+/** Samples every 100 µs in turn: query, query, idle, serve, idle. */
+const drawnProfile = () => sampleProfile([QUERY, QUERY, IDLE, SERVE, IDLE]);
 
 test("renderFlameGraphs draws the busy samples' call tree as a PNG of the size asked", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "cms-flame-test-"));
@@ -28,8 +19,8 @@ test("renderFlameGraphs draws the busy samples' call tree as a PNG of the size a
     // A profile that is all idle has nothing to draw (speedscope leaves the idle samples out):
     // the same page without a graph.
     await renderFlameGraphs([
-      { profile: sampleProfile(), out: drawn, name: "sample profile" },
-      { profile: sampleProfile([4, 4, 4]), out: empty, name: "idle profile" },
+      { profile: drawnProfile(), out: drawn, name: "sample profile" },
+      { profile: sampleProfile([IDLE, IDLE, IDLE]), out: empty, name: "idle profile" },
     ], { width: 800, height: 500 });
     const meta = await sharp(drawn).metadata();
     t.is(meta.format, "png");
