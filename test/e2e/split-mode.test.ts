@@ -7,14 +7,42 @@
  *   node --import tsx test/with-backends.ts ava test/e2e/split-mode.test.ts
  */
 import test from "ava";
+import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { EXIT_TIMEOUT_MS, admin, call, splitEnabled, startSplitSystem } from "../helpers/split.js";
+import { freePorts } from "@cms/platform";
+import { EXIT_TIMEOUT_MS, SERVICES, admin, call, splitEnabled, startSplitSystem } from "../helpers/split.js";
 
 const RATE_LIMIT = 6;
 
 if (!splitEnabled) {
   test.skip("split mode end to end (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
+  test("a service whose port was taken before it bound it: the system starts again on fresh ports", async (t) => {
+    t.timeout(120_000);
+    // Another process takes the media service's port between the probe and the service's bind.
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", () => resolve()));
+    t.teardown(() => blocker.close());
+    const taken = (blocker.address() as { port: number }).port;
+    const chosen: number[][] = [];
+    const choosePorts = async (count: number) => {
+      const ports = await freePorts(count);
+      if (chosen.length === 0) ports[SERVICES.indexOf("media")] = taken;
+      chosen.push(ports);
+      return ports;
+    };
+    const sys = await startSplitSystem({ choosePorts });
+    t.teardown(() => sys.stop());
+    t.is(chosen.length, 2, "started once more, after the media service died on EADDRINUSE");
+    t.not(sys.servicePorts.media, taken);
+    t.deepEqual(Object.values(sys.servicePorts), chosen[1]!.slice(0, SERVICES.length));
+    const alice = await sys.user("alice");
+    const made = await call(sys.gateways[0]!, alice.token, { op: "collections.create", name: "after the retry" });
+    t.is(made.status, 200, JSON.stringify(made.body));
+    const listed = await call(sys.gateways[0]!, alice.token, { op: "media.list", collection_id: made.body.collection.id });
+    t.is(listed.status, 200, JSON.stringify(listed.body));
+  });
+
   test("split mode: six processes over HTTP/2, shared PostgreSQL rate limit, clean SIGTERM", async (t) => {
     t.timeout(180_000);
     let sys;

@@ -53,6 +53,8 @@ export interface Proc {
   output: string[];
   ready: Promise<string>;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Exited, and its output read to the end. */
+  closed: Promise<void>;
   done: boolean;
 }
 
@@ -68,12 +70,21 @@ function baseEnv(): Record<string, string> {
  */
 const HEAP_FLAGS = process.execArgv.filter((a) => /^--max-(semi|old)-space-size=/.test(a));
 
+/** Times a split system is started on fresh ports when a process finds its port taken. */
+const PORT_ATTEMPTS = 3;
+
+/** Whether a process died because its port was taken before it could bind it (once closed). */
+function lostItsPort(p: Proc): boolean {
+  return p.output.some((line) => line.includes("EADDRINUSE"));
+}
+
 /** Spawns one target; `ready` resolves with its ready line once main.ts logs it. */
 export function startTarget(name: string, target: string, env: Record<string, string>): Proc {
   const child = spawn(process.execPath, [...HEAP_FLAGS, ...entryArgs(MAIN), `--target=${target}`], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
   const output: string[] = [];
   const proc = { name, child, output, done: false } as Proc;
   proc.exited = new Promise((res) => child.once("exit", (code, signal) => { proc.done = true; res({ code, signal }); }));
+  proc.closed = new Promise((res) => child.once("close", () => res()));
   proc.ready = new Promise<string>((res, rej) => {
     const expected = target === "gateway" || target === "all" ? /^listening on / : new RegExp(`^serving ${target} on `);
     let buf = "";
@@ -172,18 +183,18 @@ export interface SplitSystem {
  * gateways[0] and no service has a port of its own): benches compare the two on equal terms.
  * The database is a copy of the run's migrated template when there is one (test/run-tests.ts),
  * unless `emptyDatabase`: then the processes migrate it from nothing together, as a first
- * deployment's replicas do.
+ * deployment's replicas do. Its ports come from `choosePorts` (freePorts); when a process finds
+ * its port taken, every process is started again on fresh ones (PORT_ATTEMPTS times in all).
  */
-export async function startSplitSystem(opts: { gateways?: number; env?: Record<string, string>; allInOne?: boolean; emptyDatabase?: boolean } = {}): Promise<SplitSystem> {
+export async function startSplitSystem(opts: { gateways?: number; env?: Record<string, string>; allInOne?: boolean; emptyDatabase?: boolean; choosePorts?: (count: number) => Promise<number[]> } = {}): Promise<SplitSystem> {
   const id = randomBytes(4).toString("hex");
   const procs: Proc[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), "cms-split-"));
   chmodSync(dataDir, 0o755);
   const db = await freshDatabase(process.env.DATABASE_URL!, { template: opts.emptyDatabase ? undefined : process.env[DATABASE_TEMPLATE_ENV] });
   const stream = `CMS_SPLIT_${id}`;
-  const ports = await freePorts(SERVICES.length + (opts.gateways ?? 1));
-  const servicePorts = Object.fromEntries(SERVICES.map((s, i) => [s, ports[i]!])) as Record<ServiceTarget, number>;
-  const gatewayPorts = ports.slice(SERVICES.length);
+  let servicePorts = {} as Record<ServiceTarget, number>;
+  let gatewayPorts: number[] = [];
   const env: Record<string, string> = {
     ...baseEnv(),
     HOST: "127.0.0.1",
@@ -200,7 +211,6 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
     LOG_LEVEL: "info",
     OTEL_SDK_DISABLED: "true",
   };
-  for (const s of SERVICES) env[`${s.toUpperCase()}_URL`] = `http://127.0.0.1:${servicePorts[s]}`;
   if (process.env.S3_ENDPOINT) {
     for (const k of ["S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_FORCE_PATH_STYLE"]) {
       if (process.env[k]) env[k] = process.env[k]!;
@@ -210,19 +220,27 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
   // The caller's settings win over everything above, the run's backends too (a test's own NATS or object store).
   Object.assign(env, opts.env);
   const cliEnv = { ...env, LOG_LEVEL: "warn" };
-  const diagnostics = () => procs.map((p) => `--- ${p.name} (exited: ${p.done}) ---\n${p.output.slice(-40).join("\n")}`).join("\n");
+  const diagnostics = (of = procs) => of.map((p) => `--- ${p.name} (exited: ${p.done}) ---\n${p.output.slice(-40).join("\n")}`).join("\n");
   const startService = (s: ServiceTarget) => startTarget(s, s, { ...env, SERVICE_PORT: String(servicePorts[s]) });
 
-  const stop = async () => {
+  const stopProcs = async () => {
     for (const p of procs) if (!p.done) p.child.kill("SIGKILL");
-    await Promise.all(procs.map((p) => Promise.race([p.exited, sleep(5000)])));
+    await Promise.all(procs.map((p) => Promise.race([p.closed, sleep(5000)])));
+    procs.length = 0;
+  };
+  const stop = async () => {
+    await stopProcs();
     await db.drop().catch(() => {});
     await withJetStream(process.env.NATS_URL!, async (jsm) => { await jsm.streams.delete(stream).catch(() => {}); })
       .catch(() => { /* the stream goes with the server's own retention otherwise */ });
     rmSync(dataDir, { recursive: true, force: true });
   };
 
-  try {
+  const start = async () => {
+    const ports = await (opts.choosePorts ?? freePorts)(SERVICES.length + (opts.gateways ?? 1));
+    servicePorts = Object.fromEntries(SERVICES.map((s, i) => [s, ports[i]!])) as Record<ServiceTarget, number>;
+    gatewayPorts = ports.slice(SERVICES.length);
+    for (const s of SERVICES) env[`${s.toUpperCase()}_URL`] = `http://127.0.0.1:${servicePorts[s]}`;
     if (opts.allInOne) {
       for (const s of SERVICES) delete env[`${s.toUpperCase()}_URL`];
       const all = startTarget("all", "all", { ...env, PORT: String(gatewayPorts[0]) });
@@ -238,10 +256,21 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
       procs.push(gw);
       await gw.ready;
     }
-  } catch (err) {
-    const message = `${(err as Error).message}\n${diagnostics()}`;
-    await stop();
-    throw new Error(message);
+  };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      break;
+    } catch (err) {
+      const started = procs.slice();
+      await stopProcs();
+      // A port free when freePorts probed it can be bound by another process before ours binds
+      // it (ports.ts); the system starts again, every process on fresh ports.
+      if (attempt < PORT_ATTEMPTS && started.some(lostItsPort)) continue;
+      const message = `${(err as Error).message}\n${diagnostics(started)}`;
+      await stop();
+      throw new Error(message);
+    }
   }
 
   return {

@@ -1,7 +1,10 @@
 /** Free ports: distinct, and free once returned. */
 import test from "ava";
 import { createServer } from "node:net";
-import { freePorts } from "../src/ports.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ephemeralPorts, freePorts } from "../src/ports.js";
 
 test("a system's ports are distinct and free once returned", async (t) => {
   for (let round = 0; round < 20; round++) {
@@ -13,4 +16,20 @@ test("a system's ports are distinct and free once returned", async (t) => {
       await new Promise<void>((r) => srv.close(() => r()));
     }
   }
+});
+
+test("ports come from below the ephemeral range, where outgoing connections do not take them", async (t) => {
+  const range = ephemeralPorts();
+  if (!range) return t.pass("the OS does not say where its ephemeral ports are");
+  for (const port of await freePorts(20)) t.true(port >= 10_000 && port < range[0], `${port} against ${range.join("-")}`);
+});
+
+test("the ephemeral range as Linux writes it; anything else is unknown", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "cms-ports-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = (text: string) => { const f = join(dir, String(Math.random())); writeFileSync(f, text); return f; };
+  t.deepEqual(ephemeralPorts(file("32768\t60999\n")), [32768, 60999]);
+  t.is(ephemeralPorts(file("60999 32768\n")), undefined);
+  t.is(ephemeralPorts(file("")), undefined);
+  t.is(ephemeralPorts(join(dir, "missing")), undefined);
 });
