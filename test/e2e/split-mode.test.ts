@@ -17,9 +17,10 @@ const RATE_LIMIT = 6;
 if (!splitEnabled) {
   test.skip("split mode end to end (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
 } else {
-  test("a service whose port was taken before it bound it: the system starts again on fresh ports", async (t) => {
+  test("a process whose port was taken before it bound it: the system starts again on fresh ports", async (t) => {
     t.timeout(120_000);
-    // Another process takes the media service's port between the probe and the service's bind.
+    // Another process takes the all-in-one process's port between the probe and its bind (one
+    // process, not six: the retry is the same for every target, and CI's time is short).
     const blocker = createServer();
     await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", () => resolve()));
     t.teardown(() => blocker.close());
@@ -27,15 +28,14 @@ if (!splitEnabled) {
     const chosen: number[][] = [];
     const choosePorts = async (count: number) => {
       const ports = await freePorts(count);
-      if (chosen.length === 0) ports[SERVICES.indexOf("media")] = taken;
+      if (chosen.length === 0) ports[SERVICES.length] = taken;
       chosen.push(ports);
       return ports;
     };
-    const sys = await startSplitSystem({ choosePorts });
+    const sys = await startSplitSystem({ allInOne: true, choosePorts });
     t.teardown(() => sys.stop());
-    t.is(chosen.length, 2, "started once more, after the media service died on EADDRINUSE");
-    t.not(sys.servicePorts.media, taken);
-    t.deepEqual(Object.values(sys.servicePorts), chosen[1]!.slice(0, SERVICES.length));
+    t.is(chosen.length, 2, "started once more, after the process died on EADDRINUSE");
+    t.deepEqual(sys.gateways, [`http://127.0.0.1:${chosen[1]![SERVICES.length]!}`]);
     const alice = await sys.user("alice");
     const made = await call(sys.gateways[0]!, alice.token, { op: "collections.create", name: "after the retry" });
     t.is(made.status, 200, JSON.stringify(made.body));
