@@ -73,7 +73,7 @@ const HEAP_FLAGS = process.execArgv.filter((a) => /^--max-(semi|old)-space-size=
 /** Times a split system is started on fresh ports when a process finds its port taken. */
 const PORT_ATTEMPTS = 3;
 
-/** Whether a process died because its port was taken before it could bind it (once closed). */
+/** Whether a process died because its port was taken before it could bind it (its output read to the end). */
 function lostItsPort(p: Proc): boolean {
   return p.output.some((line) => line.includes("EADDRINUSE"));
 }
@@ -226,7 +226,6 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
   const stopProcs = async () => {
     for (const p of procs) if (!p.done) p.child.kill("SIGKILL");
     await Promise.all(procs.map((p) => Promise.race([p.closed, sleep(5000)])));
-    procs.length = 0;
   };
   const stop = async () => {
     await stopProcs();
@@ -262,8 +261,8 @@ export async function startSplitSystem(opts: { gateways?: number; env?: Record<s
       await start();
       break;
     } catch (err) {
-      const started = procs.slice();
       await stopProcs();
+      const started = procs.splice(0);
       // A port free when freePorts probed it can be bound by another process before ours binds
       // it (ports.ts); the system starts again, every process on fresh ports.
       if (attempt < PORT_ATTEMPTS && started.some(lostItsPort)) continue;
