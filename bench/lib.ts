@@ -53,6 +53,8 @@ export interface BenchOptions {
   seconds: number;
   connections: number;
   warmupSeconds: number;
+  /** The warm-up of each row of a freshly started system's first round of alternated rows (`alternate`). */
+  firstWarmupSeconds: number;
 }
 
 /** A benchmark scenario: a module in bench/ exporting one of these, registered in run.ts. */
@@ -83,6 +85,7 @@ export function benchOptions(env: Record<string, string | undefined> = process.e
     seconds: num("BENCH_SECONDS", 5, 0.5, 600),
     connections: Math.round(num("BENCH_CONNECTIONS", 32, 1, 1024)),
     warmupSeconds: num("BENCH_WARMUP_SECONDS", 1, 0, 60),
+    firstWarmupSeconds: num("BENCH_FIRST_WARMUP_SECONDS", 5, 0, 120),
   };
 }
 
@@ -364,14 +367,27 @@ export function processCpuUs(pids: number[]): number {
 export type MeteredResult = LoadResult & { nodeCpuUsPerReq?: number; pgCpuUsPerReq?: number };
 
 /**
+ * The warm-up of a spec in round `r` of `alternate`: the first round's is at least
+ * `firstWarmupMs`. A system started just before its first round runs its path unoptimized for a
+ * while: on a slow machine V8 had not optimized collections.get's after the usual 1 s (the first
+ * round's service at 1,352 µs of node's CPU a request against 417-874 in the others; at 401-451 in
+ * every round after 5 s, bench/notes/overhead.md, stop 43), and a round measured that warm-up.
+ */
+export function warmupOf(spec: Pick<LoadSpec, "warmupMs">, r: number, firstWarmupMs: number): number {
+  return r === 0 ? Math.max(spec.warmupMs, firstWarmupMs) : spec.warmupMs;
+}
+
+/**
  * Runs the specs one after the other (A,B,C,A,B,C...), `rounds` times, so that drift of a shared
  * machine falls on every side; results[i][r] is spec i in round r. Compare within a round. With
- * a meter, each result also carries its CPU per request (warm-up included in neither).
+ * a meter, each result also carries its CPU per request (warm-up included in neither). Each
+ * spec's warm-up in the first round is at least `firstWarmupMs` (warmupOf).
  */
-export async function alternate(specs: LoadSpec[], rounds = 2, meter?: CpuMeter): Promise<MeteredResult[][]> {
+export async function alternate(specs: LoadSpec[], rounds = 2, meter?: CpuMeter, firstWarmupMs = 0): Promise<MeteredResult[][]> {
   const out: MeteredResult[][] = specs.map(() => []);
   for (let r = 0; r < rounds; r++) {
-    for (const [i, spec] of specs.entries()) {
+    for (const [i, specOfRounds] of specs.entries()) {
+      const spec = { ...specOfRounds, warmupMs: warmupOf(specOfRounds, r, firstWarmupMs) };
       const name = `${spec.name} #${r + 1}`;
       if (!meter) { out[i]!.push(await drive({ ...spec, name })); continue; }
       if (spec.warmupMs > 0) await drive({ ...spec, name, durationMs: spec.warmupMs, warmupMs: 0 });

@@ -3,7 +3,8 @@
  * Connect dispatch, the service, its query, the answer's JSON) against bare node:http servers
  * answering the same rows from one plain pg query (`SELECT *`, as the collections and media
  * scenarios have always measured), at 32 connections, alternated bare, service, bare, service
- * (BENCH_ROUNDS rounds, default 3):
+ * (BENCH_ROUNDS rounds, default 3; each row warmed for BENCH_WARMUP_SECONDS before it, the first
+ * round's for BENCH_FIRST_WARMUP_SECONDS, default 5: the system is fresh then):
  * - collections.get vs the row by id;
  * - collections.list (limit 100) vs the same page of 100 of the user's 200 collections;
  * - media.list (limit 100) vs the same page of 100 of a collection of 1,000 items.
@@ -58,7 +59,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     let allMet = true;
     for (const p of pairs) {
       await bench.call(p.op);
-      const [bare, svc] = await alternate([p.bare, { ...common, name: `${p.op.op}${"limit" in p.op ? " limit 100" : ""}`, url: endpoint, headers, body: JSON.stringify(p.op) }], rounds, meter) as [LoadResult[], LoadResult[]];
+      const [bare, svc] = await alternate([p.bare, { ...common, name: `${p.op.op}${"limit" in p.op ? " limit 100" : ""}`, url: endpoint, headers, body: JSON.stringify(p.op) }], rounds, meter, opts.firstWarmupSeconds * 1000) as [LoadResult[], LoadResult[]];
       for (let r = 0; r < rounds; r++) results.push(bare[r]!, svc[r]!);
       const ratios = roundRatios(svc, bare);
       const cpu = cpuRatios(svc, bare);

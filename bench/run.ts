@@ -35,7 +35,7 @@ if (unknown.length) {
 const selected = names.length ? SCENARIOS.filter((s) => names.includes(s.name)) : SCENARIOS.filter((s) => !ON_REQUEST.has(s.name));
 const opts = benchOptions();
 const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown" };
-console.log(`bench: ${selected.map((s) => s.name).join(", ")}; ${opts.connections} connections, ${opts.warmupSeconds} s warm-up, ${opts.seconds} s per run; node ${machine.node}, ${machine.cpus} cores (${machine.cpu})`);
+console.log(`bench: ${selected.map((s) => s.name).join(", ")}; ${opts.connections} connections, ${opts.warmupSeconds} s warm-up (${opts.firstWarmupSeconds} s in overhead's first round), ${opts.seconds} s per run; node ${machine.node}, ${machine.cpus} cores (${machine.cpu})`);
 
 const reports: ScenarioReport[] = [];
 let failed = false;
