@@ -20,6 +20,16 @@ export function ephemeralPorts(rangeFile = "/proc/sys/net/ipv4/ip_local_port_ran
   }
 }
 
+/** Where freePorts draws from: below this host's ephemeral range, read once; undefined: listen(0). */
+let band: { start: number; size: number } | undefined | null = null;
+function portBand(): { start: number; size: number } | undefined {
+  if (band === null) {
+    const range = ephemeralPorts();
+    band = range && range[0] - BAND_START >= 1000 ? { start: BAND_START, size: range[0] - BAND_START } : undefined;
+  }
+  return band;
+}
+
 function listenOn(srv: Server, port: number): Promise<boolean> {
   return new Promise((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException) => (err.code === "EADDRINUSE" || err.code === "EACCES" ? resolve(false) : reject(err));
@@ -39,8 +49,7 @@ function listenOn(srv: Server, port: number): Promise<boolean> {
  * start on EADDRINUSE, its port taken between the probe and the service's bind).
  */
 export async function freePorts(count: number): Promise<number[]> {
-  const range = ephemeralPorts();
-  const band = range && range[0] - BAND_START >= 1000 ? { start: BAND_START, size: range[0] - BAND_START } : undefined;
+  const band = portBand();
   const probes: Server[] = [];
   try {
     for (let i = 0; i < count; i++) {
