@@ -12,6 +12,7 @@ import { createLogger } from "../src/logger.ts";
 import {
   createLocalTransport,
   createNatsTransport,
+  claimDueRows,
   createOutboxRelay,
   enqueueEvent,
   serviceMigrations,
@@ -183,6 +184,23 @@ test("a pass that fails part-way takes nothing and leaves its connection usable:
   await relay.drain();
   t.deepEqual(seen, [id]);
   t.is(await outboxCount(db), 0);
+});
+
+test("a relay's claim makes its own transaction's commit asynchronous, and only its own", async (t) => {
+  const db = await freshSchema();
+  const ids = await db.transaction(async (trx) => [await enqueueEvent(trx, "n", { n: 1 }), await enqueueEvent(trx, "n", { n: 2 })]);
+  const setting = async (q: Knex | Knex.Transaction) => (await q.raw("SHOW synchronous_commit")).rows[0].synchronous_commit as string;
+  t.is(await setting(db), "on", "the pool's sessions wait for the WAL flush");
+  await db.transaction(async (trx) => {
+    t.is(await setting(trx), "on");
+    const rows = await claimDueRows(trx, 1);
+    t.deepEqual(rows.map((r) => r.id), [ids[0]], "the first due row, no more than the batch");
+    t.is(await setting(trx), "off", "this transaction's commit does not wait for its WAL");
+  });
+  // A pool of five: the claim's session is among them; none keeps the setting past its transaction.
+  const sessions = await Promise.all(Array.from({ length: 5 }, () => db.transaction((trx) => setting(trx).then(async (v) => { await sleep(50); return v; }))));
+  t.deepEqual(sessions, ["on", "on", "on", "on", "on"]);
+  t.is(await outboxCount(db), 1, "the claimed row is gone once committed, the other stays");
 });
 
 test("events of one outbox are published in commit order", async (t) => {
