@@ -10,9 +10,9 @@ import { freshDatabase } from "../../../test/helpers/system.ts";
 import { createDb, migrate } from "../src/db.ts";
 import { createLogger } from "../src/logger.ts";
 import {
+  claimDueRows,
   createLocalTransport,
   createNatsTransport,
-  claimDueRows,
   createOutboxRelay,
   enqueueEvent,
   serviceMigrations,
