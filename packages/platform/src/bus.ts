@@ -406,21 +406,7 @@ export function createOutboxRelay(db: Knex, transport: BusTransport, log: Logger
 
   async function once(): Promise<number> {
     return db.transaction(async (trx) => {
-      // One pass at a time per outbox, across replicas: two passes taking rows side by side
-      // (SKIP LOCKED) would publish a later event before an earlier one of the same collection.
-      // The lock is taken in the statement that claims the rows (a scalar subquery, evaluated
-      // once), and the rows are claimed by deleting them: a pass is three statements (BEGIN,
-      // this, COMMIT), and a row whose publish fails is written back with its next attempt
-      // before the commit. A pass that dies uncommitted leaves every row where it was. Prepared:
-      // a pass runs after every unit of work that wrote events.
-      const { rows } = await prepared(trx.raw<{ rows: OutboxRow[] }>(
-        `DELETE FROM outbox WHERE seq IN (
-           SELECT seq FROM outbox
-           WHERE (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outbox-relay'))) AND next_attempt_at <= now()
-           ORDER BY seq LIMIT ? FOR UPDATE SKIP LOCKED)
-         RETURNING *`,
-        [batch],
-      ));
+      const rows = await claimDueRows(trx, batch);
       // RETURNING follows no order: publish in the order the events were written.
       rows.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
       const failed: OutboxRow[] = [];

@@ -186,8 +186,10 @@ test("a pass that fails part-way takes nothing and leaves its connection usable:
   t.is(await outboxCount(db), 0);
 });
 
-test("a relay's claim makes its own transaction's commit asynchronous, and only its own", async (t) => {
+test("a relay's claim makes its own transaction's commit asynchronous, and only its own; the relay's passes claim with it", async (t) => {
   const db = await freshSchema();
+  const claims: string[] = [];
+  db.on("query", (q: { sql: string }) => { if (/^\s*DELETE FROM outbox/.test(q.sql)) claims.push(q.sql); });
   const ids = await db.transaction(async (trx) => [await enqueueEvent(trx, "n", { n: 1 }), await enqueueEvent(trx, "n", { n: 2 })]);
   const setting = async (q: Knex | Knex.Transaction) => (await q.raw("SHOW synchronous_commit")).rows[0].synchronous_commit as string;
   t.is(await setting(db), "on", "the pool's sessions wait for the WAL flush");
@@ -201,6 +203,18 @@ test("a relay's claim makes its own transaction's commit asynchronous, and only 
   const sessions = await Promise.all(Array.from({ length: 5 }, () => db.transaction((trx) => setting(trx).then(async (v) => { await sleep(50); return v; }))));
   t.deepEqual(sessions, ["on", "on", "on", "on", "on"]);
   t.is(await outboxCount(db), 1, "the claimed row is gone once committed, the other stays");
+
+  // The relay claims with that statement and no other.
+  const [tested] = claims.splice(0);
+  const transport = createLocalTransport(log);
+  const relay = createOutboxRelay(db, transport, log);
+  t.teardown(async () => { await relay.stop(); await transport.close(); });
+  const seen: string[] = [];
+  await transport.subscribe("sub", "n", async (e) => { seen.push(e.id); });
+  await relay.drain();
+  t.deepEqual(seen, [ids[1]]);
+  t.true(claims.length >= 1);
+  t.deepEqual(new Set(claims), new Set([tested]), "every pass claims with the statement tested above");
 });
 
 test("events of one outbox are published in commit order", async (t) => {
