@@ -187,7 +187,7 @@ test("a pass that fails part-way takes nothing and leaves its connection usable:
 });
 
 test("a relay's claim makes its own transaction's commit asynchronous, and only its own; the relay's passes claim with it", async (t) => {
-  const db = await freshSchema();
+  const { db, transport, relay } = await localHarness(t);
   const claims: string[] = [];
   db.on("query", (q: { sql: string }) => { if (/^\s*DELETE FROM outbox/.test(q.sql)) claims.push(q.sql); });
   const ids = await db.transaction(async (trx) => [await enqueueEvent(trx, "n", { n: 1 }), await enqueueEvent(trx, "n", { n: 2 })]);
@@ -206,9 +206,6 @@ test("a relay's claim makes its own transaction's commit asynchronous, and only 
 
   // The relay claims with that statement and no other.
   const [tested] = claims.splice(0);
-  const transport = createLocalTransport(log);
-  const relay = createOutboxRelay(db, transport, log);
-  t.teardown(async () => { await relay.stop(); await transport.close(); });
   const seen: string[] = [];
   await transport.subscribe("sub", "n", async (e) => { seen.push(e.id); });
   await relay.drain();
