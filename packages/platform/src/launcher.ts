@@ -30,7 +30,7 @@ import { createHealth, followReadiness } from "./health.js";
 import { reflectionRoutes } from "./reflection.js";
 import { createDirectTransport } from "./direct-transport.js";
 import { createUnaryFastPath, createUnaryTransport } from "./connect-unary.js";
-import { createUnitOfWork } from "./unit-of-work.js";
+import { createOneStatementUnit, createUnitOfWork } from "./unit-of-work.js";
 import type { Clients, ServiceBus, ServiceContext, ServiceInstance, ServiceModule } from "./module.js";
 
 /** The gateway is a module too, but it serves HTTP to the outside instead of Connect routes. */
@@ -279,7 +279,10 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
         drain: async () => relay?.drain(),
       };
       const relayOf = { notify: () => relay?.notify() };
-      return { config, log: mlog, db, bus, store, clients, unitOfWork: (storesOf) => createUnitOfWork(db, storesOf, relayOf) };
+      return {
+        config, log: mlog, db, bus, store, clients,
+        unitOfWork: (storesOf) => createUnitOfWork(db, storesOf, relayOf), oneStatementUnit: createOneStatementUnit(db, relayOf),
+      };
     }
 
     const instances: Array<{ name: string; inst: ServiceInstance }> = [];

@@ -10,7 +10,7 @@ import type { Config, ServiceName } from "./config.js";
 import type { Logger } from "./logger.js";
 import type { ObjectStore } from "./object-store.js";
 import type { EventHandler } from "./bus.js";
-import type { Queryable, UnitOfWork } from "./unit-of-work.js";
+import type { OneStatementUnit, Queryable, UnitOfWork } from "./unit-of-work.js";
 
 /**
  * The bus as a service sees it. Events a change causes are written through the unit of work's
@@ -41,6 +41,8 @@ export interface ServiceContext {
   clients: Clients;
   /** A unit of work over this service's database: stores bound to one transaction, events to its outbox. */
   unitOfWork<S>(storesOf: (q: Queryable) => S): UnitOfWork<S>;
+  /** A unit of work of one statement and its events, sent as one (the hottest writes of one row). */
+  oneStatementUnit: OneStatementUnit;
 }
 
 /** A job runnable once from the admin CLI (`jobs run <name>`) and on the module's own schedule. */

@@ -50,3 +50,48 @@ export function createUnitOfWork<S>(db: Knex, storesOf: (q: Queryable) => S, rel
     return result;
   };
 }
+
+/**
+ * A write of one statement, not yet sent, and the rows it returns: awaiting it sends it alone, a
+ * unit of one statement sends it with its events. A knex query builder is one; a fake store's is
+ * a thenable that makes the change in memory.
+ */
+export interface Statement<R> extends PromiseLike<R[]> {
+  toSQL(): { sql: string; bindings: readonly Knex.Value[] };
+}
+
+/**
+ * A unit of work whose change is one statement returning rows (an UPDATE ... RETURNING of a row),
+ * sent with its events as one autocommitted statement: the change in a CTE, the events inserted
+ * into the outbox only when it returned a row. One statement and one round trip where a unit of
+ * work takes four (BEGIN, the change, the events, COMMIT); on a thumbnail's finalize, a quarter
+ * of the statements an image (bench/notes/transfers.md). Atomic as the transaction was: the
+ * change and its events commit together or not at all. Resolves to the statement's rows: none
+ * when it matched nothing, and then no event was written and the relay is not woken.
+ */
+export type OneStatementUnit = <R>(statement: Statement<R>, emit: (events: EventWriter) => Promise<void>) => Promise<R[]>;
+
+export function createOneStatementUnit(db: Knex, relay: { notify(): void }): OneStatementUnit {
+  return async <R>(statement: Statement<R>, emit: (events: EventWriter) => Promise<void>) => {
+    const rows: Array<ReturnType<typeof outboxRow>> = [];
+    await emit({ async emit(type, payload) { rows.push(outboxRow(type, payload)); } });
+    if (!rows.length) return statement;
+    const { sql, bindings: changeBindings } = statement.toSQL();
+    // The events keep the order emitted (the outbox's seq orders a service's events).
+    const values = rows.map(() => "(?::uuid, ?, ?::jsonb, ?::jsonb, ?::int)").join(", ");
+    const bindings = rows.flatMap((r, i) => [r.id, r.type, JSON.stringify(r.payload), JSON.stringify(r.headers), i]);
+    const result = await db.raw(
+      `WITH change AS (${sql}),
+       events AS (
+         INSERT INTO outbox (id, type, payload, headers)
+         SELECT id, type, payload, headers FROM (VALUES ${values}) AS e (id, type, payload, headers, ord)
+         WHERE EXISTS (SELECT 1 FROM change) ORDER BY ord
+       )
+       SELECT * FROM change`,
+      [...changeBindings, ...bindings],
+    );
+    const changed = result.rows as R[];
+    if (changed.length) relay.notify();
+    return changed;
+  };
+}

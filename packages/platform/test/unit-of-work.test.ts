@@ -10,7 +10,7 @@ import { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { freshDatabase } from "../../../test/helpers/system.ts";
 import { createDb, migrate } from "../src/db.ts";
 import { serviceMigrations } from "../src/bus.ts";
-import { createUnitOfWork, inUnitOfWork, type Queryable } from "../src/unit-of-work.ts";
+import { createOneStatementUnit, createUnitOfWork, inUnitOfWork, type Queryable } from "../src/unit-of-work.ts";
 import { assertCalls } from "../src/authn.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -96,4 +96,46 @@ test("a call to another service inside a unit of work is refused before it leave
   await uow(async (notes) => notes.count());
   await social.resolveHandle({ handle: "x" });
   t.true(reached);
+});
+
+/** The outbox rows whose payload carries this tag, in seq order. */
+const taggedEvents = async (tag: string) => (await db("outbox").whereRaw("payload->>'tag' = ?", [tag]).orderBy("seq")).map((r: { type: string; payload: { i?: number } }) => [r.type, r.payload.i]);
+
+test.serial("a unit of one statement sends the change and its events as one statement, and wakes the relay after it", async (t) => {
+  let notified = 0;
+  const unit = createOneStatementUnit(db, { notify: () => { notified++; } });
+  const id = await notesStore(db).add("before");
+  const sent: string[] = [];
+  const onQuery = (q: { sql: string }) => { sent.push(q.sql); };
+  db.on("query", onQuery);
+  t.teardown(() => { db.off("query", onQuery); });
+  const tag = `one-${randomBytes(3).toString("hex")}`;
+  const rows = await unit(db("notes").where({ id }).update({ body: "after" }).returning(["id", "body"]), async (events) => {
+    for (let i = 0; i < 3; i++) await events.emit("note.changed", { tag, i });
+  });
+  t.deepEqual(rows, [{ id, body: "after" }]);
+  t.is(sent.length, 1, "no BEGIN, no COMMIT, no second statement");
+  t.is(notified, 1);
+  t.deepEqual(await taggedEvents(tag), [["note.changed", 0], ["note.changed", 1], ["note.changed", 2]]);
+  t.is((await db("notes").where({ id }).first()).body, "after");
+});
+
+test.serial("a unit of one statement that matches no row writes no event and wakes nobody; without events it is the statement alone", async (t) => {
+  const unit = createOneStatementUnit(db, { notify: () => t.fail("nothing was written") });
+  const tag = `none-${randomBytes(3).toString("hex")}`;
+  t.deepEqual(await unit(db("notes").where({ id: -1 }).update({ body: "x" }).returning(["id"]), (events) => events.emit("note.changed", { tag })), []);
+  t.deepEqual(await taggedEvents(tag), []);
+  const id = await notesStore(db).add("quiet");
+  t.deepEqual(await unit(db("notes").where({ id }).update({ body: "still quiet" }).returning(["body"]), async () => {}), [{ body: "still quiet" }]);
+});
+
+test.serial("a unit of one statement that fails writes neither the change nor its events", async (t) => {
+  const unit = createOneStatementUnit(db, { notify: () => t.fail("nothing was written") });
+  const id = await notesStore(db).add("kept");
+  const tag = `fail-${randomBytes(3).toString("hex")}`;
+  // The second row's id collides with the first's: the statement fails after changing one row.
+  const other = await notesStore(db).add("other");
+  await t.throwsAsync(unit(db("notes").whereIn("id", [id, other]).update({ id: db.raw("?::int", [id]) }).returning(["id"]), (events) => events.emit("note.changed", { tag })));
+  t.deepEqual(await taggedEvents(tag), []);
+  t.deepEqual((await db("notes").whereIn("id", [id, other]).orderBy("id")).map((r: { body: string }) => r.body), ["kept", "other"]);
 });

@@ -21,6 +21,7 @@ export const mediaModule: ServiceModule = {
     const app = createMediaApp({
       stores: createMediaStores(ctx.db),
       unitOfWork: ctx.unitOfWork(createMediaStores),
+      oneStatementUnit: ctx.oneStatementUnit,
       collections: ctx.clients.get(CollectionsService),
       objects: ctx.store,
       config: ctx.config,

@@ -6,6 +6,7 @@
  */
 import test from "ava";
 import { AppError, EVENTS } from "@cms/platform";
+import sharp from "sharp";
 import { callerOf, fakeMediaApp } from "./fakes.js";
 
 const OWNER = "00000000-0000-4000-8000-000000000001";
@@ -162,4 +163,26 @@ test("media.search: no match explains itself with the counts outside the scope",
   const onlyArchived = await f.app.catalogue.searchMedia(owner, { query: "archived", collectionId: 2, limit: 10, offset: 0 });
   t.like(onlyArchived, { alsoArchived: 1, hint: `Only archived items match "archived" (1); unarchive them to see them here.` });
   await t.throwsAsync(f.app.catalogue.searchMedia(owner, { query: "  ", limit: 10, offset: 0 }), { message: "invalid_request: query must not be blank." });
+});
+
+test("a row purged while its thumbnails were made: not_found, no event, and the thumbnails made for it removed", async (t) => {
+  const f = fakeMediaApp();
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi" });
+  const source = `store://${OWNER}/1/source.png`;
+  f.objects.objects.set(source, { bytes: await sharp({ create: { width: 40, height: 30, channels: 3, background: "#c33" } }).png().toBuffer(), info: { contentType: "image/png", size: 0, etag: "e" } });
+  f.objects.hooks.onPut = () => { f.state.media = f.state.media.filter((r) => r.id !== note.id); };
+  const written = f.events.length;
+  const err = await t.throwsAsync(f.app.catalogue.finalizeThumbnail(owner, note.id, source), { instanceOf: AppError });
+  t.is(err.code, "not_found");
+  t.is(f.events.length, written);
+  t.deepEqual([...f.objects.objects.keys()], [source]);
+});
+
+test("an edit and an archive write the row and their collection.updated", async (t) => {
+  const { app, events, ids } = await withNotes(1);
+  const written = events.length;
+  t.like(await app.catalogue.updateMedia(owner, ids[0]!, { name: "renamed", tags: ["b", "a"] }), { name: "renamed" });
+  t.like(await app.catalogue.setArchived(owner, ids[0]!, true), { is_archived: true });
+  t.deepEqual(events.slice(written).map((e) => [e.type, e.payload.kind]), [[EVENTS.collectionUpdated, "media_updated"], [EVENTS.collectionUpdated, "media_archived"]]);
+  t.is((await app.catalogue.getMedia(owner, ids[0]!)).name, "renamed");
 });

@@ -12,7 +12,7 @@ import type { Client } from "@connectrpc/connect";
 import type { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
 import {
   ObjectChecksumMismatchError, ObjectLengthMismatchError, isStoreKey, loadConfig, type Config, type EventWriter, type Logger, type ObjectInfo, type ObjectStore,
-  type UnitOfWork,
+  type OneStatementUnit, type UnitOfWork,
 } from "@cms/platform";
 import type { MediaRow } from "../src/domain/media-row.js";
 import { foldAccents } from "../src/domain/rules.js";
@@ -114,6 +114,14 @@ function fakeMediaStore(s: State): MediaStore {
       return clone(r);
     },
     async update(id, patch) { return clone(touch(s.media.find((r) => r.id === id)!, clone(patch))); },
+    updating(id, patch) {
+      // Like a query builder: nothing happens until it is awaited.
+      const run = async () => {
+        const row = s.media.find((r) => r.id === id);
+        return row ? [clone(touch(row, clone(patch)))] : [];
+      };
+      return { then: (ok, fail) => run().then(ok, fail), toSQL: () => { throw new Error("the fake store's statements run in memory"); } };
+    },
     async softDelete(ids) { for (const r of s.media) if (ids.includes(r.id)) touch(r, { is_deleted: true, deleted_at: now() }); },
     async remove(ids) {
       s.media = s.media.filter((r) => !ids.includes(r.id));
@@ -283,7 +291,18 @@ export function fakeStores() {
       throw err;
     }
   };
-  return { state, stores, unitOfWork, events, units: () => units };
+  // One statement: its events are kept only when it changed a row, as the real CTE inserts them.
+  const oneStatementUnit: OneStatementUnit = async (statement, emit) => {
+    const written: Written[] = [];
+    await emit({ async emit(type, payload) { written.push({ type, payload: clone(payload) }); } });
+    const rows = await statement;
+    if (rows.length) {
+      events.push(...written);
+      units++;
+    }
+    return rows;
+  };
+  return { state, stores, unitOfWork, oneStatementUnit, events, units: () => units };
 }
 
 /** An object store in memory; `onPut` runs once before the next put completes (to interleave a concurrent change). */
@@ -362,6 +381,7 @@ export function fakeMediaApp(config: Partial<Config> = {}) {
   const deps: MediaDeps = {
     stores: db.stores,
     unitOfWork: db.unitOfWork,
+    oneStatementUnit: db.oneStatementUnit,
     collections: collections.client,
     objects: objects.store,
     config: { ...loadConfig({}, []), baseUrl: "http://api.test", grantSecret: "component-test-secret", ...config },

@@ -191,11 +191,9 @@ export function createCatalogue(
       oldThumbs.push(cur.thumbnail_url, cur.background_image_url);
     }
     if (!Object.keys(patch).length) return cur;
-    return writing(input.thumbnailUrl !== undefined ? [patch.thumbnail_url, patch.background_image_url] : [], [], () => unitOfWork(async ({ media }, events) => {
-      const row = await media.update(id, patch);
+    return writing(input.thumbnailUrl !== undefined ? [patch.thumbnail_url, patch.background_image_url] : [], [], () => files.updateRow(id, patch, async (events) => {
       await emitObjectsOrphaned(events, oldThumbs);
       await emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" });
-      return row;
     }));
   }
 
@@ -253,11 +251,8 @@ export function createCatalogue(
 
   async function setArchived(caller: Caller, id: number, archived: boolean): Promise<MediaRow> {
     const { row: cur } = await mediaFor(caller, id, "owner");
-    return unitOfWork(async ({ media }, events) => {
-      const row = await media.update(id, { is_archived: archived });
-      await emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: archived ? "media_archived" : "media_unarchived" });
-      return row;
-    });
+    return files.updateRow(id, { is_archived: archived }, (events) =>
+      emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: archived ? "media_archived" : "media_unarchived" }));
   }
 
   async function restoreMedia(caller: Caller, id: number): Promise<MediaRow> {
@@ -341,11 +336,9 @@ export function createCatalogue(
     const thumbs = remote
       ? await ingest.thumbnailsFromRemote(granted.ownerUserId, collectionId, key)
       : await ingest.thumbnailsFromKey(caller, granted.ownerUserId, collectionId, key);
-    const row = await writing([thumbs.thumbnail_url, thumbs.background_image_url], [], () => unitOfWork(async ({ media }, events) => {
-      const r = await media.update(id, thumbs);
+    const row = await writing([thumbs.thumbnail_url, thumbs.background_image_url], [], () => files.updateRow(id, thumbs, async (events) => {
       await emitObjectsOrphaned(events, [cur.thumbnail_url, cur.background_image_url, key]);
       await emitCollectionUpdated(events, { collectionId, kind: "media_updated" });
-      return r;
     }));
     return { row, noop: false };
   }

@@ -4,7 +4,7 @@
  */
 import type { Client } from "@connectrpc/connect";
 import type { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
-import type { Config, Logger, ObjectStore, UnitOfWork } from "@cms/platform";
+import type { Config, Logger, ObjectStore, OneStatementUnit, UnitOfWork } from "@cms/platform";
 import type { MediaStores } from "../store/stores.js";
 
 /** The ports every media use case is built from (createMediaApp takes them once). */
@@ -13,6 +13,8 @@ export interface MediaDeps {
   stores: MediaStores;
   /** Writes: one transaction, the stores bound to it, events to the outbox, relay woken after commit. */
   unitOfWork: UnitOfWork<MediaStores>;
+  /** A write of one statement (a store's) with its events, sent as one: a row's update. */
+  oneStatementUnit: OneStatementUnit;
   /** Asked, never inside a unit of work, who may do what with a collection and which keys are covers. */
   collections: Client<typeof CollectionsService>;
   objects: ObjectStore;

@@ -1,11 +1,11 @@
 /**
- * Pieces shared by every route that makes rows: appending a row to its collection inside a unit
- * of work, and turning a stored object into a media item exactly as media.create does with an
+ * Pieces shared by every route that makes or changes rows: appending a row to its collection
+ * inside a unit of work, updating one with its events in one statement, and turning a stored object into a media item exactly as media.create does with an
  * object-store key (media.upload, the chunked upload, drop links).
  */
-import { emitCollectionUpdated, type Caller, type EventWriter } from "@cms/platform";
+import { AppError, emitCollectionUpdated, type Caller, type EventWriter } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
-import type { NewMedia } from "../store/media-store.js";
+import type { MediaPatch, NewMedia } from "../store/media-store.js";
 import type { MediaStores } from "../store/stores.js";
 import type { Ingest } from "./ingest.js";
 import type { MediaDeps } from "./ports.js";
@@ -32,10 +32,22 @@ export interface ItemFields { name?: string | null; description?: string | null;
 export interface PreparedItem { row: RowToAppend; made: string[] }
 
 /** Row making over the unit of work and ingesting. */
-export function createStoredFiles({ unitOfWork }: Pick<MediaDeps, "unitOfWork">, ingest: Ingest) {
+export function createStoredFiles(
+  { stores, unitOfWork, oneStatementUnit }: Pick<MediaDeps, "stores" | "unitOfWork" | "oneStatementUnit">, ingest: Ingest,
+) {
   /** Appends a row in a unit of its own. */
   function insertRow(row: RowToAppend): Promise<MediaRow> {
-    return unitOfWork((stores, events) => appendRow(stores, events, row));
+    return unitOfWork((unit, events) => appendRow(unit, events, row));
+  }
+
+  /**
+   * A row's update and its events, sent as one statement (the hot writes of one row: an edit, a
+   * thumbnail's finalize). The row may have been purged since it was read: not_found then.
+   */
+  async function updateRow(id: number, patch: MediaPatch, emit: (events: EventWriter) => Promise<void>): Promise<MediaRow> {
+    const [row] = await oneStatementUnit(stores.media.updating(id, patch), emit);
+    if (!row) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
+    return row;
   }
 
   /**
@@ -75,7 +87,7 @@ export function createStoredFiles({ unitOfWork }: Pick<MediaDeps, "unitOfWork">,
     }
   }
 
-  return { insertRow, prepareItem, createItemFromStored };
+  return { insertRow, updateRow, prepareItem, createItemFromStored };
 }
 
 /** Row making shared by the routes that bring files in. */

@@ -62,11 +62,9 @@ export function createTextNotes({ unitOfWork }: Pick<MediaDeps, "unitOfWork">, {
       patch.placeholder_kind = t.placeholderKind;
     }
     if (!Object.keys(patch).length) return cur;
-    return unitOfWork(async ({ media }, events) => {
-      const row = await media.update(id, patch);
+    return files.updateRow(id, patch, async (events) => {
       if (patch.thumbnail_url !== undefined) await emitObjectsOrphaned(events, [cur.thumbnail_url]);
       await emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" });
-      return row;
     });
   }
 

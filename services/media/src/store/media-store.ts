@@ -4,7 +4,7 @@
  * and job leases. createMediaStore works on the pool and on a unit of work's transaction alike;
  * the locking methods only mean something inside a transaction.
  */
-import { isStoreKey, pageWithTotal, plannedRows, prepared, windowTotal, type Queryable } from "@cms/platform";
+import { isStoreKey, pageWithTotal, plannedRows, prepared, windowTotal, type Queryable, type Statement } from "@cms/platform";
 import { foldAccents } from "../domain/rules.js";
 import { LINK_VIEWER, type MediaRow } from "../domain/media-row.js";
 
@@ -80,6 +80,8 @@ export interface MediaStore {
   shiftPositions(collectionId: number, from: number, by: number, exceptIds?: number[]): Promise<void>;
   insert(row: NewMedia): Promise<MediaRow>;
   update(id: number, patch: MediaPatch): Promise<MediaRow>;
+  /** The update of one row, not yet sent (for a unit of one statement): the row, or none when it is gone. */
+  updating(id: number, patch: MediaPatch): Statement<MediaRow>;
   /** Marks rows deleted by media.delete (restorable one by one). */
   softDelete(ids: number[]): Promise<void>;
   remove(ids: number[]): Promise<void>;
@@ -213,6 +215,8 @@ const KEPT_LISTED_AND_ARCHIVED = keptTotal("listed + archived");
 /** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
 export function createMediaStore(q: Queryable): MediaStore {
   const media = () => q("media");
+  const updating = (id: number, patch: MediaPatch) =>
+    media().where({ id }).update({ ...patch, updated_at: q.fn.now() }).returning(MEDIA_COLUMNS) as unknown as Statement<MediaRow>;
   /** The visible link rows showing these collections inside collections not in `except`. */
   const visibleLinksTo = (childIds: number[], except: number[]) =>
     media().whereIn("linked_collection_id", childIds).whereNotIn("collection_id", except).where({ is_deleted: false });
@@ -322,9 +326,10 @@ export function createMediaStore(q: Queryable): MediaStore {
       return r as MediaRow;
     },
     async update(id, patch) {
-      const [r] = await media().where({ id }).update({ ...patch, updated_at: q.fn.now() }).returning(MEDIA_COLUMNS);
+      const [r] = await updating(id, patch);
       return r as MediaRow;
     },
+    updating,
     async softDelete(ids) {
       await media().whereIn("id", ids).update({ is_deleted: true, deleted_at: q.fn.now(), updated_at: q.fn.now() });
     },
