@@ -2,7 +2,8 @@
  * In-memory fakes of the media service's ports, for component tests of the application layer:
  * the two stores (rows in arrays, with the same position, lifecycle-version and reference
  * rules as the SQL), a unit of work that rolls the state back when its work throws and keeps
- * the events of committed units only, an object store, and the collections service's client
+ * the events of committed units only, a unit of one statement that keeps its events only when
+ * the statement changed a row, an object store, and the collections service's client
  * (which fails a test that calls it inside a unit of work, as the platform's interceptor does).
  */
 import { AsyncLocalStorage } from "node:async_hooks";

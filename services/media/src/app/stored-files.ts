@@ -1,7 +1,8 @@
 /**
  * Pieces shared by every route that makes or changes rows: appending a row to its collection
- * inside a unit of work, updating one with its events in one statement, and turning a stored object into a media item exactly as media.create does with an
- * object-store key (media.upload, the chunked upload, drop links).
+ * inside a unit of work, updating one with its events in one statement, and turning a stored
+ * object into a media item exactly as media.create does with an object-store key (media.upload,
+ * the chunked upload, drop links).
  */
 import { AppError, emitCollectionUpdated, type Caller, type EventWriter } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
