@@ -27,18 +27,21 @@ export function inUnitOfWork(): boolean {
   return insideUnit.getStore() === true;
 }
 
+/**
+ * An event writer that keeps the outbox rows of a unit's events, to be written together once the
+ * work is done, in the order emitted, each with the trace context of its emit: one statement for
+ * a unit's events instead of one each.
+ */
+function eventCollector(): { events: EventWriter; rows: Array<ReturnType<typeof outboxRow>> } {
+  const rows: Array<ReturnType<typeof outboxRow>> = [];
+  return { rows, events: { async emit(type, payload) { rows.push(outboxRow(type, payload)); } } };
+}
+
 export function createUnitOfWork<S>(db: Knex, storesOf: (q: Queryable) => S, relay: { notify(): void }): UnitOfWork<S> {
   return async (work) => {
     let emitted = false;
     const result = await insideUnit.run(true, () => db.transaction(async (trx) => {
-      // Events are written together once the work is done, in the order emitted, each with the
-      // trace context of its emit: one statement for a unit's events instead of one each.
-      const rows: Array<ReturnType<typeof outboxRow>> = [];
-      const events: EventWriter = {
-        async emit(type, payload) {
-          rows.push(outboxRow(type, payload));
-        },
-      };
+      const { events, rows } = eventCollector();
       const out = await work(storesOf(trx), events);
       if (rows.length) {
         await trx("outbox").insert(rows);
@@ -73,8 +76,8 @@ export type OneStatementUnit = <R>(statement: Statement<R>, emit: (events: Event
 
 export function createOneStatementUnit(db: Knex, relay: { notify(): void }): OneStatementUnit {
   return async <R>(statement: Statement<R>, emit: (events: EventWriter) => Promise<void>) => {
-    const rows: Array<ReturnType<typeof outboxRow>> = [];
-    await emit({ async emit(type, payload) { rows.push(outboxRow(type, payload)); } });
+    const { events, rows } = eventCollector();
+    await emit(events);
     if (!rows.length) return statement;
     const { sql, bindings: changeBindings } = statement.toSQL();
     // The events keep the order emitted (the outbox's seq orders a service's events).

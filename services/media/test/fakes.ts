@@ -272,6 +272,9 @@ function fakeTransferStore(s: State): TransferStore {
 
 const inUnit = new AsyncLocalStorage<true>();
 
+/** An event writer keeping a unit's events apart until it commits. */
+const writerInto = (written: Written[]): EventWriter => ({ async emit(type, payload) { written.push({ type, payload: clone(payload) }); } });
+
 /** The stores, a unit of work over them, and the events committed units wrote. */
 export function fakeStores() {
   const state: State = { media: [], pending: [], lifecycle: new Map(), leases: new Map(), sessions: [], chunks: [], downloads: [], nextId: 1 };
@@ -281,9 +284,8 @@ export function fakeStores() {
   const unitOfWork: UnitOfWork<MediaStores> = async (work) => {
     const before = { ...state, media: clone(state.media), pending: clone(state.pending), lifecycle: clone(state.lifecycle), leases: clone(state.leases), sessions: clone(state.sessions), chunks: clone(state.chunks), downloads: clone(state.downloads) };
     const written: Written[] = [];
-    const writer: EventWriter = { async emit(type, payload) { written.push({ type, payload: clone(payload) }); } };
     try {
-      const out = await inUnit.run(true, () => work(stores, writer));
+      const out = await inUnit.run(true, () => work(stores, writerInto(written)));
       events.push(...written);
       units++;
       return out;
@@ -295,7 +297,7 @@ export function fakeStores() {
   // One statement: its events are kept only when it changed a row, as the real CTE inserts them.
   const oneStatementUnit: OneStatementUnit = async (statement, emit) => {
     const written: Written[] = [];
-    await emit({ async emit(type, payload) { written.push({ type, payload: clone(payload) }); } });
+    await emit(writerInto(written));
     const rows = await statement;
     if (rows.length) {
       events.push(...written);
