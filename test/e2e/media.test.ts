@@ -347,6 +347,29 @@ test("thumbnails from an object-store key: automatic on update, and media.thumbn
   t.is(await width(current.background_image_url), 800);
 });
 
+test("concurrent media.thumbnail_finalize of one item: the row keeps one pair, and every other pair and every source is removed", async (t) => {
+  const c = await collection(owner, "Raced thumbs");
+  const n = await note(owner, c, { name: "raced" });
+  const sharp = (await import("sharp")).default;
+  const jpeg = await sharp({ create: { width: 1200, height: 900, channels: 3, background: "#3366aa" } }).jpeg().toBuffer();
+  const sources = Array.from({ length: 6 }, (_, i) => `store://${owner.userId}/${c}/${Date.now()}_race${i}.jpg`);
+  for (const k of sources) await sys.system.store.put(k, jpeg, { contentType: "image/jpeg" });
+  // Sent at once, each reads the row before any has written its pair.
+  const answers = await Promise.all(sources.map((k) => sys.must(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: k })));
+  const kept = (await sys.must(owner.token, { op: "media.get", media_id: n.id })).media;
+  const pairs = answers.map((a) => [a.media.thumbnail_url as string, a.media.background_image_url as string]);
+  t.true(pairs.some(([thumb, bg]) => thumb === kept.thumbnail_url && bg === kept.background_image_url), "the row names the pair of one of the calls");
+  const unnamed = [...sources, ...pairs.flat().filter((k) => k !== kept.thumbnail_url && k !== kept.background_image_url)];
+  t.is(unnamed.length, sources.length + 2 * (sources.length - 1));
+  await sys.system.drainEvents();
+  const left = async () => (await Promise.all(unnamed.map(async (k) => ((await sys.system.store.head(k)) ? k : undefined)))).filter(Boolean);
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && (await left()).length) await new Promise((r) => setTimeout(r, 50));
+  t.deepEqual(await left(), [], "no object is left that no row names");
+  t.truthy(await sys.system.store.head(kept.thumbnail_url));
+  t.truthy(await sys.system.store.head(kept.background_image_url));
+});
+
 test("media.thumbnail_finalize takes an http(s) image URL (fetched through the SSRF guard), given or already on the row", async (t) => {
   const c = await collection(owner, "Remote thumbs");
   const sharp = (await import("sharp")).default;

@@ -186,3 +186,81 @@ test("an edit and an archive write the row and their collection.updated", async 
   t.deepEqual(events.slice(written).map((e) => [e.type, e.payload.kind]), [[EVENTS.collectionUpdated, "media_updated"], [EVENTS.collectionUpdated, "media_archived"]]);
   t.is((await app.catalogue.getMedia(owner, ids[0]!)).name, "renamed");
 });
+
+/** A small PNG stored under each key, as a thumbnail's source. */
+async function storeSources(f: ReturnType<typeof fakeMediaApp>, keys: string[]) {
+  const bytes = await sharp({ create: { width: 40, height: 30, channels: 3, background: "#36a" } }).png().toBuffer();
+  for (const k of keys) f.objects.objects.set(k, { bytes, info: { contentType: "image/png", size: bytes.length, etag: "e" } });
+}
+
+const orphanedKeys = (f: ReturnType<typeof fakeMediaApp>) => f.events.filter((e) => e.type === EVENTS.objectsOrphaned).flatMap((e) => e.payload.store_keys as string[]);
+
+test("two finalizes of one item: the one applied last orphans the pair the other stored, so no object is left unnamed", async (t) => {
+  const f = fakeMediaApp();
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi" });
+  const [first, second] = [`store://${OWNER}/1/first.png`, `store://${OWNER}/1/second.png`];
+  await storeSources(f, [first, second]);
+  // The second runs whole while the first stores its pair: the first read the row before it.
+  let other: Awaited<ReturnType<typeof f.app.catalogue.finalizeThumbnail>> | undefined;
+  f.objects.hooks.onPut = async () => { other = await f.app.catalogue.finalizeThumbnail(owner, note.id, second); };
+  const { row } = await f.app.catalogue.finalizeThumbnail(owner, note.id, first);
+  t.truthy(other);
+  t.like(await f.stores.media.byId(note.id), { thumbnail_url: row.thumbnail_url, background_image_url: row.background_image_url });
+  t.true(orphanedKeys(f).includes(other!.row.thumbnail_url!), "the pair the row no longer names is orphaned");
+  await f.app.objects.removeOrphaned(orphanedKeys(f));
+  t.deepEqual([...f.objects.objects.keys()].sort(), [row.thumbnail_url, row.background_image_url].sort());
+});
+
+test("a replace orphans the objects the row names when it is written, not those it named when first read", async (t) => {
+  const f = fakeMediaApp();
+  const file = `store://${OWNER}/1/1_old.png`;
+  const item = await f.stores.media.insert({ collection_id: 1, owner_user_id: OWNER, created_by: OWNER, main_url: file, viewer: "image", position: 0 });
+  const [source, thumbSource] = [`store://${OWNER}/1/new.png`, `store://${OWNER}/1/thumb.png`];
+  await storeSources(f, [file, source, thumbSource]);
+  let finalized: Awaited<ReturnType<typeof f.app.catalogue.finalizeThumbnail>> | undefined;
+  f.objects.hooks.onPut = async () => { finalized = await f.app.catalogue.finalizeThumbnail(owner, item.id, thumbSource); };
+  const replaced = await f.app.catalogue.replaceMedia(owner, item.id, { sourceUrl: source });
+  t.truthy(finalized);
+  t.true(orphanedKeys(f).includes(finalized!.row.thumbnail_url!));
+  await f.app.objects.removeOrphaned(orphanedKeys(f));
+  t.deepEqual([...f.objects.objects.keys()].sort(), [replaced.main_url, replaced.thumbnail_url, replaced.background_image_url].sort());
+});
+
+test("a text note's thumbnail replaced twice at once: the one stored first is orphaned", async (t) => {
+  const f = fakeMediaApp();
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi", thumbnailUrl: `store://${OWNER}/1/1_a.webp` });
+  // Another edit lands between this one's read of the row and its update.
+  const updating = f.stores.media.updating.bind(f.stores.media);
+  let raced = false;
+  f.stores.media.updating = (id, patch, unchanged) => {
+    const statement = updating(id, patch, unchanged);
+    if (raced) return statement;
+    raced = true;
+    const run = async () => { await f.app.notes.updateTextNote(owner, note.id, { thumbnailUrl: `store://${OWNER}/1/1_b.webp` }); return statement; };
+    return { then: (ok, fail) => run().then(ok, fail), toSQL: () => statement.toSQL() };
+  };
+  const row = await f.app.notes.updateTextNote(owner, note.id, { thumbnailUrl: `store://${OWNER}/1/1_c.webp` });
+  t.is(row.thumbnail_url, `store://${OWNER}/1/1_c.webp`);
+  t.is((await f.stores.media.byId(note.id))!.thumbnail_url, `store://${OWNER}/1/1_c.webp`);
+  t.deepEqual(orphanedKeys(f).sort(), [`store://${OWNER}/1/1_a.webp`, `store://${OWNER}/1/1_b.webp`]);
+});
+
+test("a row whose thumbnails keep being replaced: a finalize answers conflict after its attempts and removes the pair it made", async (t) => {
+  const f = fakeMediaApp();
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi" });
+  const source = `store://${OWNER}/1/source.png`;
+  await storeSources(f, [source]);
+  // Every read of the row is followed at once by another write of its thumbnail.
+  const byId = f.stores.media.byId.bind(f.stores.media);
+  let writes = 0;
+  f.stores.media.byId = async (id, opts) => {
+    const row = await byId(id, opts);
+    f.state.media.find((r) => r.id === id)!.thumbnail_url = `store://${OWNER}/1/other-${++writes}.webp`;
+    return row;
+  };
+  const written = f.events.length;
+  const err = await t.throwsAsync(f.app.catalogue.finalizeThumbnail(owner, note.id, source), { instanceOf: AppError });
+  t.is(err.code, "conflict");
+  t.is(f.events.length, written, "no attempt wrote anything");
+  t.deepEqual([...f.objects.objects.keys()], [source], "the pair it made is removed; the source stays");
+});

@@ -115,10 +115,10 @@ function fakeMediaStore(s: State): MediaStore {
       return clone(r);
     },
     async update(id, patch) { return clone(touch(s.media.find((r) => r.id === id)!, clone(patch))); },
-    updating(id, patch) {
+    updating(id, patch, unchanged = {}) {
       // Like a query builder: nothing happens until it is awaited.
       const run = async () => {
-        const row = s.media.find((r) => r.id === id);
+        const row = s.media.find((r) => r.id === id && Object.entries(unchanged).every(([c, v]) => r[c as keyof Row] === v));
         return row ? [clone(touch(row, clone(patch)))] : [];
       };
       return { then: (ok, fail) => run().then(ok, fail), toSQL: () => { throw new Error("the fake store's statements run in memory"); } };

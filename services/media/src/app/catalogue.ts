@@ -185,16 +185,12 @@ export function createCatalogue(
         patch.viewer = input.viewer;
       }
     }
-    const oldThumbs: Array<string | null> = [];
     if (input.thumbnailUrl !== undefined) {
       Object.assign(patch, await ingest.thumbnailFields(caller, granted.ownerUserId, Number(cur.collection_id), input.thumbnailUrl));
-      oldThumbs.push(cur.thumbnail_url, cur.background_image_url);
     }
     if (!Object.keys(patch).length) return cur;
-    return writing(input.thumbnailUrl !== undefined ? [patch.thumbnail_url, patch.background_image_url] : [], [], () => files.updateRow(id, patch, async (events) => {
-      await emitObjectsOrphaned(events, oldThumbs);
-      await emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" });
-    }));
+    return writing(input.thumbnailUrl !== undefined ? [patch.thumbnail_url, patch.background_image_url] : [], [], () => files.updateRow(cur, patch, (events) =>
+      emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" })));
   }
 
   async function replaceMedia(caller: Caller, id: number, input: { sourceUrl: string; name?: string; viewer?: string; thumbnailUrl?: string }): Promise<MediaRow> {
@@ -207,6 +203,10 @@ export function createCatalogue(
     const viewer = ingested.viewer === "website" || !input.viewer || isVideoHostingUrl(input.sourceUrl) ? ingested.viewer : input.viewer;
     const made = [ingested.main_url, ingested.thumbnail_url, ingested.background_image_url, thumbs.thumbnail_url, thumbs.background_image_url];
     return writing(made, [input.sourceUrl], () => unitOfWork(async ({ media }, events) => {
+      // The objects replaced are the row's as it is now, locked until the commit: cur may be older
+      // than another replacement, whose objects would then be named by no row and by no event.
+      const replaced = await media.byId(id, { forUpdate: true });
+      if (!replaced) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
       const row = await media.update(id, {
         main_url: ingested.main_url, viewer, mime_type: ingested.mime_type, size_bytes: ingested.size_bytes, sha256: ingested.sha256,
         ...thumbs, ...(input.name !== undefined ? { name: input.name } : {}),
@@ -214,7 +214,7 @@ export function createCatalogue(
       // A one-call row replaced before its bytes arrived no longer waits for them: without this,
       // the upload_finalize job would take the replaced (valid) item for abandoned and delete it.
       await media.removePending(id);
-      await emitObjectsOrphaned(events, storeKeysOf([cur]));
+      await emitObjectsOrphaned(events, storeKeysOf([replaced]));
       await emitCollectionUpdated(events, { collectionId, kind: "media_updated" });
       return row;
     }));
@@ -251,7 +251,7 @@ export function createCatalogue(
 
   async function setArchived(caller: Caller, id: number, archived: boolean): Promise<MediaRow> {
     const { row: cur } = await mediaFor(caller, id, "owner");
-    return files.updateRow(id, { is_archived: archived }, (events) =>
+    return files.updateRow(cur, { is_archived: archived }, (events) =>
       emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: archived ? "media_archived" : "media_unarchived" }));
   }
 
@@ -336,10 +336,9 @@ export function createCatalogue(
     const thumbs = remote
       ? await ingest.thumbnailsFromRemote(granted.ownerUserId, collectionId, key)
       : await ingest.thumbnailsFromKey(caller, granted.ownerUserId, collectionId, key);
-    const row = await writing([thumbs.thumbnail_url, thumbs.background_image_url], [], () => files.updateRow(id, thumbs, async (events) => {
-      await emitObjectsOrphaned(events, [cur.thumbnail_url, cur.background_image_url, key]);
-      await emitCollectionUpdated(events, { collectionId, kind: "media_updated" });
-    }));
+    // The source goes too: its thumbnails replace it.
+    const row = await writing([thumbs.thumbnail_url, thumbs.background_image_url], [], () => files.updateRow(cur, thumbs, (events) =>
+      emitCollectionUpdated(events, { collectionId, kind: "media_updated" }), [key]));
     return { row, noop: false };
   }
 

@@ -4,12 +4,19 @@
  * object into a media item exactly as media.create does with an object-store key (media.upload,
  * the chunked upload, drop links).
  */
-import { AppError, emitCollectionUpdated, type Caller, type EventWriter } from "@cms/platform";
+import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller, type EventWriter } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
-import type { MediaPatch, NewMedia } from "../store/media-store.js";
+import { OBJECT_COLUMNS, type MediaPatch, type NewMedia, type ObjectColumnValues } from "../store/media-store.js";
 import type { MediaStores } from "../store/stores.js";
 import type { Ingest } from "./ingest.js";
 import type { MediaDeps } from "./ports.js";
+
+/**
+ * How many times updateRow writes over a row whose stored objects other writes keep replacing
+ * before it answers conflict. An attempt fails only when another write was applied meanwhile, so
+ * of n writes of one row at once the last applies at its n-th attempt at worst.
+ */
+const UPDATE_ATTEMPTS = 20;
 
 /** A row to append: everything but its position, which the end of its collection gives. */
 export type RowToAppend = Omit<NewMedia, "position">;
@@ -43,12 +50,28 @@ export function createStoredFiles(
 
   /**
    * A row's update and its events, sent as one statement (the hot writes of one row: an edit, a
-   * thumbnail's finalize). The row may have been purged since it was read: not_found then.
+   * thumbnail's finalize), over the row `cur` is a read of. The stored objects the patch replaces
+   * (cur's values of the object columns it sets) and `orphaned` go to media.objects.orphaned, then
+   * `emit` adds the write's own events. The update applies only while those columns still hold
+   * cur's values: when another write replaced them since cur was read (two finalizes of one item),
+   * it is made again over the row as it now is, or the objects that write stored would be named by
+   * no row and by no event. The row may have been purged since it was read: not_found then.
    */
-  async function updateRow(id: number, patch: MediaPatch, emit: (events: EventWriter) => Promise<void>): Promise<MediaRow> {
-    const [row] = await oneStatementUnit(stores.media.updating(id, patch), emit);
-    if (!row) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
-    return row;
+  async function updateRow(cur: MediaRow, patch: MediaPatch, emit: (events: EventWriter) => Promise<void>, orphaned: Array<string | null> = []): Promise<MediaRow> {
+    const id = Number(cur.id);
+    const columns = OBJECT_COLUMNS.filter((c) => patch[c] !== undefined);
+    for (let attempt = 1, read = cur; ; attempt++) {
+      const unchanged: ObjectColumnValues = Object.fromEntries(columns.map((c) => [c, read[c]]));
+      const [row] = await oneStatementUnit(stores.media.updating(id, patch, unchanged), async (events) => {
+        await emitObjectsOrphaned(events, [...Object.values(unchanged), ...orphaned]);
+        await emit(events);
+      });
+      if (row) return row;
+      const now = columns.length ? await stores.media.byId(id) : undefined;
+      if (!now) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
+      if (attempt === UPDATE_ATTEMPTS) throw new AppError("conflict", `Media ${id} kept changing while this change was written; send it again.`);
+      read = now;
+    }
   }
 
   /**

@@ -1,5 +1,5 @@
 /** Inline text notes: add, update, get, delete. */
-import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller } from "@cms/platform";
+import { AppError, emitCollectionUpdated, type Caller } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, textNoteColumns, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
 import type { MediaPatch } from "../store/media-store.js";
@@ -62,10 +62,7 @@ export function createTextNotes({ unitOfWork }: Pick<MediaDeps, "unitOfWork">, {
       patch.placeholder_kind = t.placeholderKind;
     }
     if (!Object.keys(patch).length) return cur;
-    return files.updateRow(id, patch, async (events) => {
-      if (patch.thumbnail_url !== undefined) await emitObjectsOrphaned(events, [cur.thumbnail_url]);
-      await emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" });
-    });
+    return files.updateRow(cur, patch, (events) => emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" }));
   }
 
   async function getTextNote(caller: Caller, id: number): Promise<MediaRow> {

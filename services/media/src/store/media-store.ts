@@ -25,6 +25,11 @@ export type NewMedia = Pick<MediaRow, "collection_id" | "owner_user_id" | "creat
  */
 export type MediaPatch = Partial<Omit<MediaRow, "id" | "created_at" | "updated_at">> & { deleted_with_collection?: boolean };
 
+/** The columns whose values may name stored objects (store keys). */
+export const OBJECT_COLUMNS = ["main_url", "thumbnail_url", "background_image_url"] as const;
+/** Values of object columns a conditional update expects the row to still hold. */
+export type ObjectColumnValues = Partial<Pick<MediaRow, (typeof OBJECT_COLUMNS)[number]>>;
+
 /** A media.list query: one collection's non-deleted rows, optionally filtered. */
 export interface ListQuery { collectionId: number; includeArchived: boolean; tag?: string; viewer?: string; nameContains?: string; limit: number; offset: number }
 
@@ -80,8 +85,11 @@ export interface MediaStore {
   shiftPositions(collectionId: number, from: number, by: number, exceptIds?: number[]): Promise<void>;
   insert(row: NewMedia): Promise<MediaRow>;
   update(id: number, patch: MediaPatch): Promise<MediaRow>;
-  /** The update of one row, not yet sent (for a unit of one statement): the row, or none when it is gone. */
-  updating(id: number, patch: MediaPatch): Statement<MediaRow>;
+  /**
+   * The update of one row, not yet sent (for a unit of one statement): the row, or none when it
+   * is gone or, given `unchanged`, no longer holds those values.
+   */
+  updating(id: number, patch: MediaPatch, unchanged?: ObjectColumnValues): Statement<MediaRow>;
   /** Marks rows deleted by media.delete (restorable one by one). */
   softDelete(ids: number[]): Promise<void>;
   remove(ids: number[]): Promise<void>;
@@ -146,9 +154,9 @@ export interface MediaStore {
 }
 
 /** Store keys referenced by rows (main file, thumbnails), for removal from the object store. */
-export function storeKeysOf(rows: Array<Pick<MediaRow, "main_url" | "thumbnail_url" | "background_image_url">>): string[] {
+export function storeKeysOf(rows: Array<Pick<MediaRow, (typeof OBJECT_COLUMNS)[number]>>): string[] {
   const keys = new Set<string>();
-  for (const r of rows) for (const u of [r.main_url, r.thumbnail_url, r.background_image_url]) if (u && isStoreKey(u)) keys.add(u);
+  for (const r of rows) for (const c of OBJECT_COLUMNS) { const u = r[c]; if (u && isStoreKey(u)) keys.add(u); }
   return [...keys];
 }
 
@@ -215,8 +223,14 @@ const KEPT_LISTED_AND_ARCHIVED = keptTotal("listed + archived");
 /** The knex adapter of MediaStore, on the pool or on a unit of work's transaction. */
 export function createMediaStore(q: Queryable): MediaStore {
   const media = () => q("media");
-  const updating = (id: number, patch: MediaPatch) =>
-    media().where({ id }).update({ ...patch, updated_at: q.fn.now() }).returning(MEDIA_COLUMNS) as unknown as Statement<MediaRow>;
+  const updating = (id: number, patch: MediaPatch, unchanged: ObjectColumnValues = {}) => {
+    const row = media().where({ id });
+    for (const [column, value] of Object.entries(unchanged)) {
+      if (value === null) row.whereNull(column);
+      else row.where(column, value);
+    }
+    return row.update({ ...patch, updated_at: q.fn.now() }).returning(MEDIA_COLUMNS) as unknown as Statement<MediaRow>;
+  };
   /** The visible link rows showing these collections inside collections not in `except`. */
   const visibleLinksTo = (childIds: number[], except: number[]) =>
     media().whereIn("linked_collection_id", childIds).whereNotIn("collection_id", except).where({ is_deleted: false });
