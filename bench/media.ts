@@ -27,17 +27,19 @@ export function thumbnailSource(): Promise<Buffer> {
 }
 
 /**
- * MediaService.FinalizeThumbnail of a media item as the bench user, over the in-process Connect
- * transport (access check through the collections service, store read, sharp, two WebP writes,
- * row update, outbox, cleanup of the replaced objects): `workers` jobs at a time take the stored
- * `sources` until `end` (or until none is left); resolves with the number finalized.
+ * MediaService.FinalizeThumbnail as the bench user, over the in-process Connect transport (access
+ * check through the collections service, store read, sharp, two WebP writes, row update, outbox,
+ * cleanup of the replaced objects): one job per item of `mediaIds` at a time, each finalizing its
+ * own item (jobs on one item would measure their wait for each other's writes of its row, not
+ * the pipeline), take the stored `sources` until `end` (or until none is left); resolves with
+ * the number finalized.
  */
-export function finalizer(bench: BenchSystem, mediaId: number): (sources: string[], workers: number, end: number) => Promise<number> {
+export function finalizer(bench: BenchSystem, mediaIds: number[]): (sources: string[], end: number) => Promise<number> {
   const media = bench.system.clients.get(MediaService);
   const asUser = createContextValues().set(actAsKey, { userId: bench.userId, username: bench.username, plan: "paid", isAdmin: false, scopes: ["media:write"], tokenId: "bench" });
-  return async (sources, workers, end) => {
+  return async (sources, end) => {
     let n = 0;
-    await Promise.all(Array.from({ length: workers }, async () => {
+    await Promise.all(mediaIds.map(async (mediaId) => {
       while (Date.now() < end && sources.length) {
         await media.finalizeThumbnail({ mediaId: BigInt(mediaId), thumbnailUrl: sources.pop()! }, { contextValues: asUser });
         n++;
@@ -45,6 +47,14 @@ export function finalizer(bench: BenchSystem, mediaId: number): (sources: string
     }));
     return n;
   };
+}
+
+/** `count` text notes in a new collection, the items the thumbnail jobs finalize. */
+export async function thumbnailTargets(bench: BenchSystem, count: number): Promise<{ collectionId: number; mediaIds: number[] }> {
+  const collectionId = (await bench.call({ op: "collections.create", name: "thumbnails" })).collection.id as number;
+  const mediaIds: number[] = [];
+  for (let i = 0; i < count; i++) mediaIds.push((await bench.call({ op: "media.text_note.add", collection_id: collectionId, name: `thumb target ${i}` })).media.id as number);
+  return { collectionId, mediaIds };
 }
 
 async function run(opts: BenchOptions): Promise<ScenarioReport> {
@@ -56,14 +66,13 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // checkpointer work through 50,000 new rows for a while, on the same two cores.
     // The same 2000x1500 JPEG, through the pipeline and through bare sharp, alternated.
     const jpeg = await thumbnailSource();
-    const thumbCollection = (await call({ op: "collections.create", name: "thumbnails" })).collection.id as number;
-    const noteId = (await call({ op: "media.text_note.add", collection_id: thumbCollection, name: "thumb target" })).media.id;
-    const key = `store://${userId}/${thumbCollection}/bench_src`;
     const thumbSeconds = Math.max(3, opts.seconds);
     const THUMB_ROUNDS = 3;
     // Both sides run the same number of concurrent jobs; 4 keeps the two cores busy while a
     // pipeline job waits on the store or the database.
     const THUMB_WORKERS = 4;
+    const { collectionId: thumbCollection, mediaIds: noteIds } = await thumbnailTargets(bench, THUMB_WORKERS);
+    const key = `store://${userId}/${thumbCollection}/bench_src`;
     const meter = cpuMeter(bench.dataDir);
     /** Images a second over the window, and CPU (this process and PostgreSQL) per image. */
     const metered = async (work: (end: number) => Promise<number>) => {
@@ -83,7 +92,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // MediaService.FinalizeThumbnail over the in-process Connect transport (access check through
     // the collections service, store read, sharp, two WebP writes, row update, outbox, cleanup of
     // the replaced objects), on sources stored before the window.
-    const finalize = finalizer(bench, noteId);
+    const finalize = finalizer(bench, noteIds);
     let sourceSeq = 0;
     /** `count` fresh copies of the source in the store (finalizing consumes its source). */
     const storedSources = async (count: number) => {
@@ -95,7 +104,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // is taken over the time it ran.
     const servicePipeline = async () => {
       const sources = await storedSources(THUMB_WORKERS * 60);
-      return metered((end) => finalize(sources, THUMB_WORKERS, end));
+      return metered((end) => finalize(sources, end));
     };
     // The pipeline's floor without the database: what it does with the store besides sharp (the
     // source read, the two WebP objects written and synced, the source and the pair it replaces
@@ -133,7 +142,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
         for (let i = 0; Date.now() < end; i++) {
           const src = `${key}.${w}.${i}.jpg`;
           await system.store.put(src, jpeg, { contentType: "image/jpeg" });
-          await call({ op: "media.thumbnail_finalize", media_id: noteId, thumbnail_url: src });
+          await call({ op: "media.thumbnail_finalize", media_id: noteIds[w], thumbnail_url: src });
           n++;
         }
       };
@@ -149,9 +158,9 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     // stops there, as the scenario did before.
     const warmSeconds = Number(process.env.BENCH_THUMB_WARMUP_SECONDS ?? 20);
     await mediaThumbnails(jpeg);
-    await finalize(await storedSources(1), 1, Infinity);
+    await finalize(await storedSources(1), Infinity);
     if (warmSeconds > 0) {
-      await finalize(await storedSources(Math.ceil(warmSeconds * 12 * THUMB_WORKERS)), THUMB_WORKERS, Date.now() + warmSeconds * 1000);
+      await finalize(await storedSources(Math.ceil(warmSeconds * 12 * THUMB_WORKERS)), Date.now() + warmSeconds * 1000);
       await bareSharp();
     }
     type Metered = Awaited<ReturnType<typeof metered>>;

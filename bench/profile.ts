@@ -11,7 +11,7 @@
 import { Session } from "node:inspector/promises";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { finalizer, thumbnailSource } from "./media.js";
+import { finalizer, thumbnailSource, thumbnailTargets } from "./media.js";
 import { seedSearchMedia } from "./search.js";
 import { startBenchSystem, drive, transferClient, type BenchSystem } from "./lib.js";
 import { summarize, type CpuProfile } from "./cpu-profile.js";
@@ -66,15 +66,14 @@ const CASES: Record<string, Case> = {
   // in-process Connect transport as bench media's pipeline rounds run it.
   "thumbnail_finalize": {
     seed: async (b) => {
-      const collectionId = (await b.call({ op: "collections.create", name: "thumbnails" })).collection.id as number;
-      const mediaId = (await b.call({ op: "media.text_note.add", collection_id: collectionId, name: "thumb target" })).media.id as number;
-      return { collection_id: collectionId, media_id: mediaId };
+      const { collectionId, mediaIds } = await thumbnailTargets(b, 4);
+      return { collection_id: collectionId, media_ids: mediaIds };
     },
     work: async (b, body) => {
       const jpeg = await thumbnailSource();
       const sources = Array.from({ length: 400 }, (_, i) => `store://${b.userId}/${String(body.collection_id)}/p${Date.now()}_${i}.jpg`);
       for (const s of sources) await b.system.store.put(s, jpeg, { contentType: "image/jpeg" });
-      const n = await finalizer(b, body.media_id as number)(sources, 4, Date.now() + 5000);
+      const n = await finalizer(b, body.media_ids as number[])(sources, Date.now() + 5000);
       return `${(n / 5).toFixed(1)} images/s`;
     },
   },
