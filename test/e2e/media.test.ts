@@ -347,6 +347,27 @@ test("thumbnails from an object-store key: automatic on update, and media.thumbn
   t.is(await width(current.background_image_url), 800);
 });
 
+test("deleting a text note, or an item hard, removes the thumbnail it stored", async (t) => {
+  const c = await collection(owner, "Note thumbs");
+  const stored = async (name: string) => {
+    const key = `store://${owner.userId}/${c}/${Date.now()}_${name}.webp`;
+    await sys.system.store.put(key, Buffer.from(name), { contentType: "image/webp" });
+    return key;
+  };
+  const noteThumb = await stored("note-thumb");
+  const n = await note(owner, c, { name: "with thumb", thumbnail_url: noteThumb });
+  t.is(n.thumbnail_url, noteThumb);
+  const itemThumb = await stored("item-thumb");
+  const item = await note(owner, c, { name: "item", thumbnail_url: itemThumb });
+  t.is((await sys.call(owner.token, { op: "media.text_note.delete", media_id: n.id, confirm: true })).status, 200);
+  t.is((await sys.call(owner.token, { op: "media.delete", media_ids: [item.id], confirm: true })).status, 200);
+  await sys.system.drainEvents();
+  const deadline = Date.now() + 10_000;
+  const left = async () => (await Promise.all([noteThumb, itemThumb].map(async (k) => ((await sys.system.store.head(k)) ? k : undefined)))).filter(Boolean);
+  while (Date.now() < deadline && (await left()).length) await new Promise((r) => setTimeout(r, 50));
+  t.deepEqual(await left(), []);
+});
+
 test("concurrent media.thumbnail_finalize of one item: the row keeps one pair, and every other pair and every source is removed", async (t) => {
   const c = await collection(owner, "Raced thumbs");
   const n = await note(owner, c, { name: "raced" });

@@ -264,3 +264,29 @@ test("a row whose thumbnails keep being replaced: a finalize answers conflict af
   t.is(f.events.length, written, "no attempt wrote anything");
   t.deepEqual([...f.objects.objects.keys()], [source], "the pair it made is removed; the source stays");
 });
+
+test("a hard delete orphans what the rows named as they went: a thumbnail finalized after the delete read them included", async (t) => {
+  const f = fakeMediaApp();
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi" });
+  const source = `store://${OWNER}/1/source.png`;
+  await storeSources(f, [source]);
+  const activeByIds = f.stores.media.activeByIds.bind(f.stores.media);
+  let finalized: Awaited<ReturnType<typeof f.app.catalogue.finalizeThumbnail>> | undefined;
+  f.stores.media.activeByIds = async (ids) => {
+    const rows = await activeByIds(ids);
+    finalized ??= await f.app.catalogue.finalizeThumbnail(owner, note.id, source);
+    return rows;
+  };
+  await f.app.catalogue.deleteMedia(owner, [note.id], { mode: "hard", confirm: true, dryRun: false });
+  t.truthy(finalized?.row.thumbnail_url);
+  await f.app.objects.removeOrphaned(orphanedKeys(f));
+  t.deepEqual([...f.objects.objects.keys()], [], "the pair and its source are gone");
+});
+
+test("deleting a text note orphans the thumbnail it stored", async (t) => {
+  const f = fakeMediaApp();
+  const thumb = `store://${OWNER}/1/1_t.webp`;
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi", thumbnailUrl: thumb });
+  await f.app.notes.deleteTextNote(owner, note.id, { confirm: true, dryRun: false });
+  t.deepEqual(orphanedKeys(f), [thumb]);
+});

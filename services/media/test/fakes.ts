@@ -19,7 +19,7 @@ import type { MediaRow } from "../src/domain/media-row.js";
 import { foldAccents } from "../src/domain/rules.js";
 import { createMediaApp } from "../src/app/media-app.js";
 import type { MediaDeps } from "../src/app/ports.js";
-import type { LifecycleAction, LinkRow, MediaStore, PendingUpload, SearchScope } from "../src/store/media-store.js";
+import { OBJECT_COLUMNS, type ObjectColumns, type LifecycleAction, type LinkRow, type MediaStore, type PendingUpload, type SearchScope } from "../src/store/media-store.js";
 import type { MediaStores } from "../src/store/stores.js";
 import type { DownloadSessionRow, StoredChunk, TransferStore, UploadSessionRow } from "../src/store/transfer-store.js";
 
@@ -125,8 +125,10 @@ function fakeMediaStore(s: State): MediaStore {
     },
     async softDelete(ids) { for (const r of s.media) if (ids.includes(r.id)) touch(r, { is_deleted: true, deleted_at: now() }); },
     async remove(ids) {
+      const removed = s.media.filter((r) => ids.includes(r.id)).map((r) => Object.fromEntries(OBJECT_COLUMNS.map((c) => [c, r[c]])) as ObjectColumns);
       s.media = s.media.filter((r) => !ids.includes(r.id));
       s.pending = s.pending.filter((p) => !ids.includes(p.media_id));
+      return removed;
     },
     async activeIdsInOrder(collectionId) { return active(collectionId).sort(byPosition).map((r) => r.id); },
     async setOrder(ids) { ids.forEach((id, i) => { const r = s.media.find((m) => m.id === id)!; if (r.position !== i) touch(r, { position: i }); }); },

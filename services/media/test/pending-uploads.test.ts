@@ -92,14 +92,17 @@ test("the cover check of the key runs outside the unit (the fake collections cli
   await t.throwsAsync(f.app.pending.finalizePending(row.id), { message: /source_url is a collection's cover image/ });
 });
 
-test("the upload_finalize job completes landed rows and removes rows whose bytes never came, once well past their grant", async (t) => {
+test("the upload_finalize job completes landed rows and removes rows whose bytes never came, once well past their grant, with a thumbnail set on them", async (t) => {
   const f = await minted(await png());
   const never = (await f.app.uploads.getUploadUrl(owner, { collectionId: 1, filename: "never.bin", purpose: "media", name: "never", tags: [] })).row!;
+  const thumb = `store://${OWNER}/1/never_thumb.webp`;
+  f.state.media.find((r) => r.id === never.id)!.thumbnail_url = thumb;
   const after = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "after" });
   t.deepEqual(await f.app.jobs.uploadFinalize(new Date()), { finalized: 1, abandoned: 0, waiting: 1 }, "the other one still waits");
   t.is(f.state.pending.length, 1);
   t.deepEqual(await f.app.jobs.uploadFinalize(new Date(Date.now() + 24 * 3600_000)), { finalized: 0, abandoned: 1, waiting: 0 });
   t.is(await f.stores.media.byId(never.id), undefined);
+  t.true(orphanedKeys(f).includes(thumb), "its thumbnail goes with it");
   t.deepEqual(f.state.pending, []);
   t.deepEqual(f.state.media.sort((a, b) => a.position - b.position).map((r) => [r.id, r.position]), [[f.row.id, 0], [after.id, 1]], "renumbered");
 });

@@ -237,9 +237,9 @@ export function createCatalogue(
       if (input.mode === "soft") {
         await media.softDelete(ids);
       } else {
-        await media.remove(ids);
-        // Stored objects go after the rows, and only those no other row (a copy) still uses.
-        await emitObjectsOrphaned(events, storeKeysOf(rows));
+        // Stored objects go after the rows, and only those no other row (a copy) still uses: the
+        // ones the rows named as they went (a thumbnail finalized since `rows` was read included).
+        await emitObjectsOrphaned(events, storeKeysOf(await media.remove(ids)));
       }
       for (const c of collections) {
         await media.renumber(c);

@@ -75,13 +75,13 @@ export function createCollectionLifecycle({ unitOfWork, log }: Pick<MediaDeps, "
           if (!rows.length) return 0;
           const touched = [...new Set(rows.map((r) => Number(r.collection_id)).filter((c) => !applied.includes(c)))];
           await media.lockCollections(touched);
-          await media.remove(rows.map((r) => Number(r.id)));
+          const removed = await media.remove(rows.map((r) => Number(r.id)));
           for (const c of touched) {
             await media.renumber(c);
             await emitCollectionUpdated(events, { collectionId: c, kind: "media_removed" });
           }
           // The stored objects are removed only after the rows are gone (this commit).
-          await emitObjectsOrphaned(events, storeKeysOf(rows));
+          await emitObjectsOrphaned(events, storeKeysOf(removed));
           return rows.length;
         }
       }

@@ -12,6 +12,7 @@
  */
 import { emitCollectionUpdated, emitObjectsOrphaned, isStoreKey } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
+import { storeKeysOf } from "../store/media-store.js";
 import { callerOfUser } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { MediaDeps } from "./ports.js";
@@ -87,7 +88,8 @@ export function createPendingUploads({ stores, unitOfWork, objects, log }: Pick<
       if (!claimed) return false;
       const collectionId = Number(claimed.collection_id);
       await media.lockCollections([collectionId]);
-      await media.remove([mediaId]);
+      // A thumbnail set meanwhile (media.update) goes with the row.
+      await emitObjectsOrphaned(events, storeKeysOf(await media.remove([mediaId])));
       await media.renumber(collectionId);
       await emitCollectionUpdated(events, { collectionId, kind: "media_removed" });
       return true;

@@ -1,8 +1,8 @@
 /** Inline text notes: add, update, get, delete. */
-import { AppError, emitCollectionUpdated, type Caller } from "@cms/platform";
+import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, textNoteColumns, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
-import type { MediaPatch } from "../store/media-store.js";
+import { storeKeysOf, type MediaPatch } from "../store/media-store.js";
 import type { MediaAccess } from "./access.js";
 import type { MediaDeps } from "./ports.js";
 import type { StoredFiles } from "./stored-files.js";
@@ -76,7 +76,8 @@ export function createTextNotes({ unitOfWork }: Pick<MediaDeps, "unitOfWork">, {
     const collectionId = Number(row.collection_id);
     await unitOfWork(async ({ media }, events) => {
       await media.lockCollections([collectionId]);
-      await media.remove([id]);
+      // A thumbnail the note stored goes with it (unless a copy still uses it).
+      await emitObjectsOrphaned(events, storeKeysOf(await media.remove([id])));
       await media.renumber(collectionId);
       await emitCollectionUpdated(events, { collectionId, kind: "media_removed" });
     });

@@ -27,8 +27,10 @@ export type MediaPatch = Partial<Omit<MediaRow, "id" | "created_at" | "updated_a
 
 /** The columns whose values may name stored objects (store keys). */
 export const OBJECT_COLUMNS = ["main_url", "thumbnail_url", "background_image_url"] as const;
+/** A row's object columns. */
+export type ObjectColumns = Pick<MediaRow, (typeof OBJECT_COLUMNS)[number]>;
 /** Values of object columns a conditional update expects the row to still hold. */
-export type ObjectColumnValues = Partial<Pick<MediaRow, (typeof OBJECT_COLUMNS)[number]>>;
+export type ObjectColumnValues = Partial<ObjectColumns>;
 
 /** A media.list query: one collection's non-deleted rows, optionally filtered. */
 export interface ListQuery { collectionId: number; includeArchived: boolean; tag?: string; viewer?: string; nameContains?: string; limit: number; offset: number }
@@ -92,7 +94,8 @@ export interface MediaStore {
   updating(id: number, patch: MediaPatch, unchanged?: ObjectColumnValues): Statement<MediaRow>;
   /** Marks rows deleted by media.delete (restorable one by one). */
   softDelete(ids: number[]): Promise<void>;
-  remove(ids: number[]): Promise<void>;
+  /** Deletes the rows; what their object columns named as they went, for the objects to orphan. */
+  remove(ids: number[]): Promise<ObjectColumns[]>;
   /** Non-deleted ids of the collection in position order. */
   activeIdsInOrder(collectionId: number): Promise<number[]>;
   /** Gives the listed ids positions 0..n-1 in that order. */
@@ -154,7 +157,7 @@ export interface MediaStore {
 }
 
 /** Store keys referenced by rows (main file, thumbnails), for removal from the object store. */
-export function storeKeysOf(rows: Array<Pick<MediaRow, (typeof OBJECT_COLUMNS)[number]>>): string[] {
+export function storeKeysOf(rows: ObjectColumns[]): string[] {
   const keys = new Set<string>();
   for (const r of rows) for (const c of OBJECT_COLUMNS) { const u = r[c]; if (u && isStoreKey(u)) keys.add(u); }
   return [...keys];
@@ -348,7 +351,8 @@ export function createMediaStore(q: Queryable): MediaStore {
       await media().whereIn("id", ids).update({ is_deleted: true, deleted_at: q.fn.now(), updated_at: q.fn.now() });
     },
     async remove(ids) {
-      if (ids.length) await media().whereIn("id", ids).delete();
+      if (!ids.length) return [];
+      return media().whereIn("id", ids).delete().returning([...OBJECT_COLUMNS]);
     },
     async activeIdsInOrder(collectionId) {
       const rows: Array<{ id: number }> = await active(collectionId).orderBy([{ column: "position" }, { column: "id" }]).select("id");
