@@ -193,6 +193,15 @@ async function storeSources(f: ReturnType<typeof fakeMediaApp>, keys: string[]) 
   for (const k of keys) f.objects.objects.set(k, { bytes, info: { contentType: "image/png", size: bytes.length, etag: "e" } });
 }
 
+/** A text note, and a stored image to make its thumbnails from. */
+async function noteAndSource() {
+  const f = fakeMediaApp();
+  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi" });
+  const source = `store://${OWNER}/1/source.png`;
+  await storeSources(f, [source]);
+  return { f, note, source };
+}
+
 const orphanedKeys = (f: ReturnType<typeof fakeMediaApp>) => f.events.filter((e) => e.type === EVENTS.objectsOrphaned).flatMap((e) => e.payload.store_keys as string[]);
 
 test("two finalizes of one item: the one applied last orphans the pair the other stored, so no object is left unnamed", async (t) => {
@@ -246,10 +255,7 @@ test("a text note's thumbnail replaced twice at once: the one stored first is or
 });
 
 test("a row whose thumbnails keep being replaced: a finalize answers conflict after its attempts and removes the pair it made", async (t) => {
-  const f = fakeMediaApp();
-  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi" });
-  const source = `store://${OWNER}/1/source.png`;
-  await storeSources(f, [source]);
+  const { f, note, source } = await noteAndSource();
   // Every read of the row is followed at once by another write of its thumbnail.
   const byId = f.stores.media.byId.bind(f.stores.media);
   let writes = 0;
@@ -266,10 +272,7 @@ test("a row whose thumbnails keep being replaced: a finalize answers conflict af
 });
 
 test("a hard delete orphans what the rows named as they went: a thumbnail finalized after the delete read them included", async (t) => {
-  const f = fakeMediaApp();
-  const note = await f.app.notes.addTextNote(owner, { collectionId: 1, text: "hi" });
-  const source = `store://${OWNER}/1/source.png`;
-  await storeSources(f, [source]);
+  const { f, note, source } = await noteAndSource();
   const activeByIds = f.stores.media.activeByIds.bind(f.stores.media);
   let finalized: Awaited<ReturnType<typeof f.app.catalogue.finalizeThumbnail>> | undefined;
   f.stores.media.activeByIds = async (ids) => {
