@@ -14,6 +14,11 @@ export function callerOfUser(userId: string): Caller {
   return { userId, username: "", plan: "free", isAdmin: false, scopes: [], tokenId: "" };
 }
 
+/** A media item that is gone, or that the caller may not see. */
+export function mediaNotFound(id: number): AppError {
+  return new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
+}
+
 /** The permission checks, asked of the collections service (never inside a unit of work). */
 export function createAccess({ stores, collections }: Pick<MediaDeps, "stores" | "collections">) {
   /**
@@ -35,7 +40,7 @@ export function createAccess({ stores, collections }: Pick<MediaDeps, "stores" |
   /** A media row the caller may act on; deleted rows only with allowDeleted. */
   async function mediaFor(caller: Caller, id: number, action: Action, opts: { allowDeleted?: boolean } = {}): Promise<{ row: MediaRow; access: Access }> {
     const row = await stores.media.byId(id);
-    if (!row || (row.is_deleted && !opts.allowDeleted)) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
+    if (!row || (row.is_deleted && !opts.allowDeleted)) throw mediaNotFound(id);
     const access = await authorize(caller, Number(row.collection_id), action);
     return { row, access };
   }

@@ -3,7 +3,7 @@ import { AppError, emitCollectionUpdated, emitObjectsOrphaned, isStoreKey, norma
 import { LINK_VIEWER, type MediaRow, type Page } from "../domain/media-row.js";
 import { TEXT_NOTE_URL, checkName, isVideoHostingUrl, listHint, textNoteColumns, textNoteMode, type ListHint } from "../domain/rules.js";
 import { storeKeysOf, type MediaPatch } from "../store/media-store.js";
-import type { MediaAccess } from "./access.js";
+import { mediaNotFound, type MediaAccess } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { PendingUploads } from "./pending-uploads.js";
 import type { MediaDeps } from "./ports.js";
@@ -206,7 +206,7 @@ export function createCatalogue(
       // The objects replaced are the row's as it is now, locked until the commit: cur may be older
       // than another replacement, whose objects would then be named by no row and by no event.
       const replaced = await media.byId(id, { forUpdate: true });
-      if (!replaced) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
+      if (!replaced) throw mediaNotFound(id);
       const row = await media.update(id, {
         main_url: ingested.main_url, viewer, mime_type: ingested.mime_type, size_bytes: ingested.size_bytes, sha256: ingested.sha256,
         ...thumbs, ...(input.name !== undefined ? { name: input.name } : {}),

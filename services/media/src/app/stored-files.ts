@@ -8,6 +8,7 @@ import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller, type
 import type { MediaRow } from "../domain/media-row.js";
 import { OBJECT_COLUMNS, type MediaPatch, type NewMedia, type ObjectColumnValues } from "../store/media-store.js";
 import type { MediaStores } from "../store/stores.js";
+import { mediaNotFound } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { MediaDeps } from "./ports.js";
 
@@ -68,7 +69,7 @@ export function createStoredFiles(
       });
       if (row) return row;
       const now = columns.length ? await stores.media.byId(id) : undefined;
-      if (!now) throw new AppError("not_found", `Media ${id} does not exist or is not accessible.`);
+      if (!now) throw mediaNotFound(id);
       if (attempt === UPDATE_ATTEMPTS) throw new AppError("conflict", `Media ${id} kept changing while this change was written; send it again.`);
       read = now;
     }
