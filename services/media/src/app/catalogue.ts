@@ -7,7 +7,7 @@ import { mediaNotFound, type MediaAccess } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { PendingUploads } from "./pending-uploads.js";
 import type { MediaDeps } from "./ports.js";
-import type { StoredFiles } from "./stored-files.js";
+import { removeRows, type StoredFiles } from "./stored-files.js";
 
 /** Describe's URLs: where the bytes are; a stored object's URL needs the bearer token. */
 export interface ProxyUrls { mainUrl: string; thumbnailUrl: string | null; backgroundImageUrl: string | null }
@@ -232,14 +232,13 @@ export function createCatalogue(
     if (input.mode === "hard" && !input.confirm) {
       throw new AppError("confirmation_required", "A hard delete removes the items and their stored files permanently; pass confirm=true, dry_run=true to preview, or mode=soft.", { field: "confirm" });
     }
-    await unitOfWork(async ({ media }, events) => {
+    await unitOfWork(async (unit, events) => {
+      const { media } = unit;
       await media.lockCollections(collections);
       if (input.mode === "soft") {
         await media.softDelete(ids);
       } else {
-        // Stored objects go after the rows, and only those no other row (a copy) still uses: the
-        // ones the rows named as they went (a thumbnail finalized since `rows` was read included).
-        await emitObjectsOrphaned(events, storeKeysOf(await media.remove(ids)));
+        await removeRows(unit, events, ids);
       }
       for (const c of collections) {
         await media.renumber(c);

@@ -7,9 +7,10 @@
  * each collection remembers the last version applied to it: the second delivery of a change, and
  * a change older than one already applied (reordering), change nothing.
  */
-import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type BusEvent } from "@cms/platform";
-import { storeKeysOf, type LifecycleAction } from "../store/media-store.js";
+import { AppError, emitCollectionUpdated, type BusEvent } from "@cms/platform";
+import type { LifecycleAction } from "../store/media-store.js";
 import type { MediaDeps } from "./ports.js";
+import { removeRows } from "./stored-files.js";
 
 /** A collection.lifecycle change (events.v1.CollectionLifecycle). */
 export interface LifecycleChange { collectionIds: number[]; action: LifecycleAction; version: number }
@@ -36,7 +37,8 @@ export function createCollectionLifecycle({ unitOfWork, log }: Pick<MediaDeps, "
    */
   function applyLifecycle(change: LifecycleChange): Promise<number> {
     const ids = [...new Set(change.collectionIds)];
-    return unitOfWork(async ({ media }, events) => {
+    return unitOfWork(async (unit, events) => {
+      const { media } = unit;
       const applied = await media.claimLifecycle(ids, change.version, change.action);
       if (!applied.length) return 0;
       switch (change.action) {
@@ -75,13 +77,11 @@ export function createCollectionLifecycle({ unitOfWork, log }: Pick<MediaDeps, "
           if (!rows.length) return 0;
           const touched = [...new Set(rows.map((r) => Number(r.collection_id)).filter((c) => !applied.includes(c)))];
           await media.lockCollections(touched);
-          const removed = await media.remove(rows.map((r) => Number(r.id)));
+          await removeRows(unit, events, rows.map((r) => Number(r.id)));
           for (const c of touched) {
             await media.renumber(c);
             await emitCollectionUpdated(events, { collectionId: c, kind: "media_removed" });
           }
-          // The stored objects are removed only after the rows are gone (this commit).
-          await emitObjectsOrphaned(events, storeKeysOf(removed));
           return rows.length;
         }
       }

@@ -12,10 +12,10 @@
  */
 import { emitCollectionUpdated, emitObjectsOrphaned, isStoreKey } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
-import { storeKeysOf } from "../store/media-store.js";
 import { callerOfUser } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { MediaDeps } from "./ports.js";
+import { removeRows } from "./stored-files.js";
 
 /** How long past its grant's expiry a one-call row waits for its bytes before it is removed. */
 export const ABANDON_GRACE_MS = 10 * 60_000;
@@ -83,13 +83,14 @@ export function createPendingUploads({ stores, unitOfWork, objects, log }: Pick<
   async function removeAbandoned(mediaId: number): Promise<boolean> {
     const p = await stores.media.pending(mediaId);
     if (!p || (await objects.head(p.store_key))) return false;
-    return unitOfWork(async ({ media }, events) => {
+    return unitOfWork(async (unit, events) => {
+      const { media } = unit;
       const claimed = await media.pending(mediaId, { lock: "skip" });
       if (!claimed) return false;
       const collectionId = Number(claimed.collection_id);
       await media.lockCollections([collectionId]);
       // A thumbnail set meanwhile (media.update) goes with the row.
-      await emitObjectsOrphaned(events, storeKeysOf(await media.remove([mediaId])));
+      await removeRows(unit, events, [mediaId]);
       await media.renumber(collectionId);
       await emitCollectionUpdated(events, { collectionId, kind: "media_removed" });
       return true;

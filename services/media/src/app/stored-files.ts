@@ -6,7 +6,7 @@
  */
 import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller, type EventWriter } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
-import { OBJECT_COLUMNS, type MediaPatch, type NewMedia, type ObjectColumnValues } from "../store/media-store.js";
+import { OBJECT_COLUMNS, storeKeysOf, type MediaPatch, type NewMedia, type ObjectColumnValues } from "../store/media-store.js";
 import type { MediaStores } from "../store/stores.js";
 import { mediaNotFound } from "./access.js";
 import type { Ingest } from "./ingest.js";
@@ -32,6 +32,16 @@ export async function appendRow({ media }: MediaStores, events: EventWriter, row
   const inserted = await media.insert({ ...row, position });
   await emitCollectionUpdated(events, { collectionId: row.collection_id, kind: "media_added" });
   return inserted;
+}
+
+/**
+ * Deletes rows inside the caller's unit of work and hands what they named as they went to
+ * media.objects.orphaned (objects no other row, pending upload nor cover uses are removed after
+ * the commit). What the rows named is the DELETE's own answer, not an earlier read: a thumbnail
+ * finalized since is not left behind.
+ */
+export async function removeRows({ media }: MediaStores, events: EventWriter, ids: number[]): Promise<void> {
+  await emitObjectsOrphaned(events, storeKeysOf(await media.remove(ids)));
 }
 
 /** The fields a stored file's item takes from its caller rather than from its bytes. */

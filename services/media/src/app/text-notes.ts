@@ -1,11 +1,11 @@
 /** Inline text notes: add, update, get, delete. */
-import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller } from "@cms/platform";
+import { AppError, emitCollectionUpdated, type Caller } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, textNoteColumns, textNoteMode, textNoteThumbnail, TEXT_NOTE_URL } from "../domain/rules.js";
-import { storeKeysOf, type MediaPatch } from "../store/media-store.js";
+import type { MediaPatch } from "../store/media-store.js";
 import type { MediaAccess } from "./access.js";
 import type { MediaDeps } from "./ports.js";
-import type { StoredFiles } from "./stored-files.js";
+import { removeRows, type StoredFiles } from "./stored-files.js";
 
 /** A media.text_note.add request (update takes the same fields but the collection). */
 export interface AddNoteInput {
@@ -74,10 +74,11 @@ export function createTextNotes({ unitOfWork }: Pick<MediaDeps, "unitOfWork">, {
     if (input.dryRun) return { dryRun: true, row };
     if (!input.confirm) throw new AppError("confirmation_required", "Deleting a text note needs confirm=true (or dry_run=true to preview).", { field: "confirm" });
     const collectionId = Number(row.collection_id);
-    await unitOfWork(async ({ media }, events) => {
+    await unitOfWork(async (unit, events) => {
+      const { media } = unit;
       await media.lockCollections([collectionId]);
-      // A thumbnail the note stored goes with it (unless a copy still uses it).
-      await emitObjectsOrphaned(events, storeKeysOf(await media.remove([id])));
+      // A thumbnail the note stored goes with it.
+      await removeRows(unit, events, [id]);
       await media.renumber(collectionId);
       await emitCollectionUpdated(events, { collectionId, kind: "media_removed" });
     });
