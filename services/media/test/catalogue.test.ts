@@ -293,3 +293,48 @@ test("deleting a text note orphans the thumbnail it stored", async (t) => {
   await f.app.notes.deleteTextNote(owner, note.id, { confirm: true, dryRun: false });
   t.deepEqual(orphanedKeys(f), [thumb]);
 });
+
+/** Runs `race` once, right after the next read of a media row outside a unit's lock. */
+function afterNextRead(f: ReturnType<typeof fakeMediaApp>, race: () => Promise<unknown>) {
+  const byId = f.stores.media.byId.bind(f.stores.media);
+  let raced = false;
+  f.stores.media.byId = async (id, opts) => {
+    const row = await byId(id, opts);
+    if (!raced && !opts?.forUpdate) {
+      raced = true;
+      await race();
+    }
+    return row;
+  };
+}
+
+test("a copy whose source is hard-deleted and cleaned up after the copy read it: not_found, and no row names a removed object", async (t) => {
+  const f = fakeMediaApp();
+  const file = `store://${OWNER}/1/1_photo.png`;
+  await storeSources(f, [file]);
+  const src = await f.stores.media.insert({ collection_id: 1, owner_user_id: OWNER, created_by: OWNER, main_url: file, viewer: "image", position: 0 });
+  afterNextRead(f, async () => {
+    await f.app.catalogue.deleteMedia(owner, [src.id], { mode: "hard", confirm: true, dryRun: false });
+    await f.app.objects.removeOrphaned(orphanedKeys(f));
+  });
+  const err = await t.throwsAsync(f.app.catalogue.copyMedia(owner, src.id, 2), { instanceOf: AppError });
+  t.is(err.code, "not_found");
+  t.deepEqual(f.state.media, [], "no copy was written");
+  t.deepEqual([...f.objects.objects.keys()], []);
+});
+
+test("a copy made while its source's thumbnail is replaced names the new pair, which the cleanup keeps", async (t) => {
+  const { f, note, source } = await noteAndSource();
+  const second = `store://${OWNER}/1/second.png`;
+  await storeSources(f, [second]);
+  await f.app.catalogue.finalizeThumbnail(owner, note.id, source);
+  let finalized: Awaited<ReturnType<typeof f.app.catalogue.finalizeThumbnail>> | undefined;
+  afterNextRead(f, async () => {
+    finalized = await f.app.catalogue.finalizeThumbnail(owner, note.id, second);
+    await f.app.objects.removeOrphaned(orphanedKeys(f));
+  });
+  const { row: copy } = await f.app.catalogue.copyMedia(owner, note.id, 2);
+  t.like(copy, { collection_id: 2, thumbnail_url: finalized!.row.thumbnail_url, background_image_url: finalized!.row.background_image_url });
+  await f.app.objects.removeOrphaned(orphanedKeys(f));
+  for (const k of [copy.thumbnail_url!, copy.background_image_url!]) t.true(f.objects.objects.has(k), `${k} is still stored`);
+});

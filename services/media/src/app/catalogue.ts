@@ -7,7 +7,7 @@ import { mediaNotFound, type MediaAccess } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { PendingUploads } from "./pending-uploads.js";
 import type { MediaDeps } from "./ports.js";
-import { removeRows, type StoredFiles } from "./stored-files.js";
+import { appendRow, removeRows, type StoredFiles } from "./stored-files.js";
 
 /** Describe's URLs: where the bytes are; a stored object's URL needs the bearer token. */
 export interface ProxyUrls { mainUrl: string; thumbnailUrl: string | null; backgroundImageUrl: string | null }
@@ -271,9 +271,18 @@ export function createCatalogue(
     const { row: src } = await mediaFor(caller, id, "owner");
     if (src.linked_collection_id !== null) throw new AppError("invalid_request", "Sub-collection links are not copied.", { field: "media_id" });
     const target = await authorize(caller, targetCollectionId, "owner");
-    const { id: _id, position: _p, collection_id: _c, created_at: _ca, updated_at: _u, ...fields } = src;
-    const row = await files.insertRow({
-      ...fields, collection_id: targetCollectionId, owner_user_id: target.ownerUserId, created_by: caller.userId, is_archived: false, is_deleted: false, deleted_at: null,
+    const row = await unitOfWork(async (unit, events) => {
+      // The copy names the source's stored objects as the source row names them now, locked until
+      // the commit: src may be older than a hard delete (or a new thumbnail) whose orphaned objects
+      // the cleanup would remove, leaving the copy naming objects that are gone. The target is
+      // locked before the row, as media.move locks collections before it writes rows.
+      await unit.media.lockCollections([targetCollectionId]);
+      const now = await unit.media.byId(id, { forUpdate: true });
+      if (!now || now.is_deleted) throw mediaNotFound(id);
+      const { id: _id, position: _p, collection_id: _c, created_at: _ca, updated_at: _u, ...fields } = now;
+      return appendRow(unit, events, {
+        ...fields, collection_id: targetCollectionId, owner_user_id: target.ownerUserId, created_by: caller.userId, is_archived: false, is_deleted: false, deleted_at: null,
+      });
     });
     return { row, copiedFrom: id };
   }
