@@ -338,3 +338,44 @@ test("a copy made while its source's thumbnail is replaced names the new pair, w
   await f.app.objects.removeOrphaned(orphanedKeys(f));
   for (const k of [copy.thumbnail_url!, copy.background_image_url!]) t.true(f.objects.objects.has(k), `${k} is still stored`);
 });
+
+test("media.create and media.replace with the key of an item hard-deleted and cleaned up meanwhile: refused, and no row names the removed object", async (t) => {
+  const f = fakeMediaApp();
+  const file = `store://${OWNER}/1/1_photo.png`;
+  await storeSources(f, [file]);
+  const old = await f.stores.media.insert({ collection_id: 1, owner_user_id: OWNER, created_by: OWNER, main_url: file, viewer: "image", position: 0 });
+  const other = await f.stores.media.insert({ collection_id: 1, owner_user_id: OWNER, created_by: OWNER, main_url: "https://example.com/page", viewer: "website", position: 1 });
+  // The delete and its cleanup commit after ingesting read the object, before the write's unit.
+  f.unitHooks.beforeNextUnit = async () => {
+    await f.app.catalogue.deleteMedia(owner, [old.id], { mode: "hard", confirm: true, dryRun: false });
+    await f.app.objects.removeOrphaned(orphanedKeys(f));
+  };
+  const created = await t.throwsAsync(f.app.catalogue.createMedia(owner, { collectionId: 2, sourceUrl: file, tags: [] }), { instanceOf: AppError });
+  t.is(created.code, "invalid_request");
+  t.regex(created.message, /removed meanwhile/);
+  t.false(f.objects.objects.has(file));
+  t.deepEqual(f.state.media.map((r) => r.id), [other.id], "no item names the removed object");
+  // The same for a replace: the row keeps what it named.
+  await storeSources(f, [file]);
+  const again = await f.stores.media.insert({ collection_id: 1, owner_user_id: OWNER, created_by: OWNER, main_url: file, viewer: "image", position: 2 });
+  f.unitHooks.beforeNextUnit = async () => {
+    await f.app.catalogue.deleteMedia(owner, [again.id], { mode: "hard", confirm: true, dryRun: false });
+    await f.app.objects.removeOrphaned(orphanedKeys(f));
+  };
+  const replaced = await t.throwsAsync(f.app.catalogue.replaceMedia(owner, other.id, { sourceUrl: file }), { instanceOf: AppError });
+  t.is(replaced.code, "invalid_request");
+  t.regex(replaced.message, /removed meanwhile/);
+  t.like(await f.stores.media.byId(other.id), { main_url: other.main_url });
+});
+
+test("the object cleanup locks the keys it decides on, and an adopting write locks its key in share mode", async (t) => {
+  const f = fakeMediaApp();
+  const file = `store://${OWNER}/1/1_photo.png`;
+  await storeSources(f, [file]);
+  const locks: Array<[string[], string]> = [];
+  f.stores.media.lockStoreKeys = async (keys, mode) => { locks.push([keys, mode]); };
+  await f.app.catalogue.createMedia(owner, { collectionId: 1, sourceUrl: file, tags: [] });
+  await f.app.objects.removeOrphaned([file, `store://${OWNER}/1/1_gone.png`]);
+  t.deepEqual(locks, [[[file], "share"], [[file, `store://${OWNER}/1/1_gone.png`], "exclusive"]]);
+  t.true(f.objects.objects.has(file), "the item still names it");
+});

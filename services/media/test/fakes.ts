@@ -189,6 +189,7 @@ function fakeMediaStore(s: State): MediaStore {
     async unreferencedKeys(keys) {
       return keys.filter((k) => !s.media.some((r) => r.main_url === k || r.thumbnail_url === k || r.background_image_url === k) && !s.pending.some((p) => p.store_key === k));
     },
+    async lockStoreKeys() {},
     async isReferenced(storeKey) { return s.media.some((r) => r.main_url === storeKey || r.thumbnail_url === storeKey || r.background_image_url === storeKey); },
 
     async claimLease(name, holder, ttlMs) {
@@ -283,7 +284,12 @@ export function fakeStores() {
   const stores: MediaStores = { media: fakeMediaStore(state), transfers: fakeTransferStore(state) };
   const events: Written[] = [];
   let units = 0;
+  // beforeNextUnit runs once, before the next unit of work begins (another write that commits first).
+  const unitHooks: { beforeNextUnit?: () => Promise<unknown> } = {};
   const unitOfWork: UnitOfWork<MediaStores> = async (work) => {
+    const hook = unitHooks.beforeNextUnit;
+    unitHooks.beforeNextUnit = undefined;
+    if (hook) await hook();
     const before = { ...state, media: clone(state.media), pending: clone(state.pending), lifecycle: clone(state.lifecycle), leases: clone(state.leases), sessions: clone(state.sessions), chunks: clone(state.chunks), downloads: clone(state.downloads) };
     const written: Written[] = [];
     try {
@@ -307,7 +313,7 @@ export function fakeStores() {
     }
     return rows;
   };
-  return { state, stores, unitOfWork, oneStatementUnit, events, units: () => units };
+  return { state, stores, unitOfWork, oneStatementUnit, events, units: () => units, unitHooks };
 }
 
 /** An object store in memory; `onPut` runs once before the next put completes (to interleave a concurrent change). */

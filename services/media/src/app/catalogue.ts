@@ -7,7 +7,7 @@ import { mediaNotFound, type MediaAccess } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { PendingUploads } from "./pending-uploads.js";
 import type { MediaDeps } from "./ports.js";
-import { appendRow, removeRows, type StoredFiles } from "./stored-files.js";
+import { adoptStoredObject, appendRow, removeRows, type StoredFiles } from "./stored-files.js";
 
 /** Describe's URLs: where the bytes are; a stored object's URL needs the bearer token. */
 export interface ProxyUrls { mainUrl: string; thumbnailUrl: string | null; backgroundImageUrl: string | null }
@@ -53,7 +53,7 @@ export interface DeleteOutcome { dryRun: boolean; mode: "soft" | "hard"; mediaId
 
 /** The catalogue use cases: reading, creating, changing, deleting and arranging media rows. */
 export function createCatalogue(
-  { stores, unitOfWork, config }: Pick<MediaDeps, "stores" | "unitOfWork" | "config">,
+  { stores, unitOfWork, objects, config }: Pick<MediaDeps, "stores" | "unitOfWork" | "objects" | "config">,
   { access, ingest, files, pending }: { access: MediaAccess; ingest: Ingest; files: StoredFiles; pending: PendingUploads },
 ) {
   const { authorize, mediaFor } = access;
@@ -152,6 +152,7 @@ export function createCatalogue(
     // A viewer hint applies to stored files; video-hosting URLs stay website links.
     const viewer = ingested.viewer === "website" || !input.viewer || isVideoHostingUrl(input.sourceUrl) ? ingested.viewer : input.viewer;
     const made = [ingested.main_url, ingested.thumbnail_url, ingested.background_image_url, thumbs.thumbnail_url, thumbs.background_image_url];
+    const adopted = isStoreKey(input.sourceUrl) ? input.sourceUrl : undefined;
     return writing(made, [input.sourceUrl], () => files.insertRow({
       collection_id: input.collectionId,
       owner_user_id: ownerUserId,
@@ -165,7 +166,7 @@ export function createCatalogue(
       size_bytes: ingested.size_bytes,
       sha256: ingested.sha256,
       ...thumbs,
-    }));
+    }, adopted));
   }
 
   async function updateMedia(caller: Caller, id: number, input: UpdateInput): Promise<MediaRow> {
@@ -202,11 +203,13 @@ export function createCatalogue(
     const thumbs = await ingest.thumbnailFields(caller, granted.ownerUserId, collectionId, input.thumbnailUrl, ingested);
     const viewer = ingested.viewer === "website" || !input.viewer || isVideoHostingUrl(input.sourceUrl) ? ingested.viewer : input.viewer;
     const made = [ingested.main_url, ingested.thumbnail_url, ingested.background_image_url, thumbs.thumbnail_url, thumbs.background_image_url];
-    return writing(made, [input.sourceUrl], () => unitOfWork(async ({ media }, events) => {
+    return writing(made, [input.sourceUrl], () => unitOfWork(async (unit, events) => {
+      const { media } = unit;
       // The objects replaced are the row's as it is now, locked until the commit: cur may be older
       // than another replacement, whose objects would then be named by no row and by no event.
       const replaced = await media.byId(id, { forUpdate: true });
       if (!replaced) throw mediaNotFound(id);
+      if (isStoreKey(input.sourceUrl)) await adoptStoredObject(unit, objects, input.sourceUrl);
       const row = await media.update(id, {
         main_url: ingested.main_url, viewer, mime_type: ingested.mime_type, size_bytes: ingested.size_bytes, sha256: ingested.sha256,
         ...thumbs, ...(input.name !== undefined ? { name: input.name } : {}),

@@ -4,7 +4,7 @@
  * object into a media item exactly as media.create does with an object-store key (media.upload,
  * the chunked upload, drop links).
  */
-import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller, type EventWriter } from "@cms/platform";
+import { AppError, emitCollectionUpdated, emitObjectsOrphaned, type Caller, type EventWriter, type ObjectStore } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
 import { OBJECT_COLUMNS, storeKeysOf, type MediaPatch, type NewMedia, type ObjectColumnValues } from "../store/media-store.js";
 import type { MediaStores } from "../store/stores.js";
@@ -44,6 +44,20 @@ export async function removeRows({ media }: MediaStores, events: EventWriter, id
   await emitObjectsOrphaned(events, storeKeysOf(await media.remove(ids)));
 }
 
+/**
+ * Inside the caller's unit of work, before a row is made to name an object already stored under
+ * `key` (media.create or media.replace with an object-store key): the key is locked against the
+ * object cleanup until the commit, and the object must still be there. Without it, a hard delete
+ * of the last row naming it, and the cleanup after it, could run between ingesting's read of the
+ * object and the commit, and the new row would name an object that is gone.
+ */
+export async function adoptStoredObject({ media }: MediaStores, objects: ObjectStore, key: string): Promise<void> {
+  await media.lockStoreKeys([key], "share");
+  if (!(await objects.head(key))) {
+    throw new AppError("invalid_request", "source_url names an object that was removed meanwhile: the last item naming it was deleted.", { field: "source_url" });
+  }
+}
+
 /** The fields a stored file's item takes from its caller rather than from its bytes. */
 export interface ItemFields { name?: string | null; description?: string | null; tags: string[]; sha256: string | null }
 
@@ -52,11 +66,14 @@ export interface PreparedItem { row: RowToAppend; made: string[] }
 
 /** Row making over the unit of work and ingesting. */
 export function createStoredFiles(
-  { stores, unitOfWork, oneStatementUnit }: Pick<MediaDeps, "stores" | "unitOfWork" | "oneStatementUnit">, ingest: Ingest,
+  { stores, unitOfWork, oneStatementUnit, objects }: Pick<MediaDeps, "stores" | "unitOfWork" | "oneStatementUnit" | "objects">, ingest: Ingest,
 ) {
-  /** Appends a row in a unit of its own. */
-  function insertRow(row: RowToAppend): Promise<MediaRow> {
-    return unitOfWork((unit, events) => appendRow(unit, events, row));
+  /** Appends a row in a unit of its own; `adopted`, the stored object it names that it did not store itself. */
+  function insertRow(row: RowToAppend, adopted?: string): Promise<MediaRow> {
+    return unitOfWork(async (unit, events) => {
+      if (adopted) await adoptStoredObject(unit, objects, adopted);
+      return appendRow(unit, events, row);
+    });
   }
 
   /**

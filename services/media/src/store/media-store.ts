@@ -140,6 +140,11 @@ export interface MediaStore {
 
   /** The keys no media row (file, thumbnail, background) nor a pending one-call upload uses. */
   unreferencedKeys(keys: string[]): Promise<string[]>;
+  /**
+   * Holds stored objects until the end of the transaction: "share" by a write making a row name an
+   * existing object, "exclusive" by the cleanup deciding whether it goes.
+   */
+  lockStoreKeys(keys: string[], mode: "share" | "exclusive"): Promise<void>;
   /** Whether a media row uses the key (file, thumbnail or background). */
   isReferenced(storeKey: string): Promise<boolean>;
 
@@ -447,6 +452,14 @@ export function createMediaStore(q: Queryable): MediaStore {
         [keys],
       ));
       return rows.map((r: { k: string }) => r.k);
+    },
+    async lockStoreKeys(keys, mode) {
+      if (!keys.length) return;
+      // One bigint key per object (a space apart from the collections' two-int locks), taken in
+      // key order (the lock calls run after the sort) so that two cleanups locking overlapping
+      // sets cannot deadlock.
+      const lock = mode === "share" ? "pg_advisory_xact_lock_shared" : "pg_advisory_xact_lock";
+      await q.raw(`SELECT ${lock}(hashtextextended(k, 0)) FROM unnest(?::text[]) AS k ORDER BY k`, [[...new Set(keys)]]);
     },
     async isReferenced(storeKey) {
       const { rows } = await q.raw("SELECT 1 FROM media WHERE main_url = ? OR thumbnail_url = ? OR background_image_url = ? LIMIT 1", [storeKey, storeKey, storeKey]);
