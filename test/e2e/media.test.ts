@@ -25,6 +25,15 @@ async function objectBytes(key: string): Promise<Buffer> {
   for await (const p of obj.body) parts.push(p as Buffer);
   return Buffer.concat(parts);
 }
+/** Which of the keys are still stored once the outbox is drained and the cleanup had up to 10 s to remove them. */
+async function storedAfterCleanup(keys: string[]): Promise<string[]> {
+  await sys.system.drainEvents();
+  const stored = async () => (await Promise.all(keys.map(async (k) => ((await sys.system.store.head(k)) ? k : undefined)))).filter((k): k is string => k !== undefined);
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && (await stored()).length) await new Promise((r) => setTimeout(r, 50));
+  return stored();
+}
+
 async function note(u: TestUser, collectionId: number, fields: Record<string, unknown> = {}) {
   return (await sys.must(u.token, { op: "media.text_note.add", collection_id: collectionId, ...fields })).media;
 }
@@ -361,11 +370,7 @@ test("deleting a text note, or an item hard, removes the thumbnail it stored", a
   const item = await note(owner, c, { name: "item", thumbnail_url: itemThumb });
   t.is((await sys.call(owner.token, { op: "media.text_note.delete", media_id: n.id, confirm: true })).status, 200);
   t.is((await sys.call(owner.token, { op: "media.delete", media_ids: [item.id], confirm: true })).status, 200);
-  await sys.system.drainEvents();
-  const deadline = Date.now() + 10_000;
-  const left = async () => (await Promise.all([noteThumb, itemThumb].map(async (k) => ((await sys.system.store.head(k)) ? k : undefined)))).filter(Boolean);
-  while (Date.now() < deadline && (await left()).length) await new Promise((r) => setTimeout(r, 50));
-  t.deepEqual(await left(), []);
+  t.deepEqual(await storedAfterCleanup([noteThumb, itemThumb]), []);
 });
 
 test("concurrent media.thumbnail_finalize of one item: the row keeps one pair, and every other pair and every source is removed", async (t) => {
@@ -382,13 +387,45 @@ test("concurrent media.thumbnail_finalize of one item: the row keeps one pair, a
   t.true(pairs.some(([thumb, bg]) => thumb === kept.thumbnail_url && bg === kept.background_image_url), "the row names the pair of one of the calls");
   const unnamed = [...sources, ...pairs.flat().filter((k) => k !== kept.thumbnail_url && k !== kept.background_image_url)];
   t.is(unnamed.length, sources.length + 2 * (sources.length - 1));
-  await sys.system.drainEvents();
-  const left = async () => (await Promise.all(unnamed.map(async (k) => ((await sys.system.store.head(k)) ? k : undefined)))).filter(Boolean);
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline && (await left()).length) await new Promise((r) => setTimeout(r, 50));
-  t.deepEqual(await left(), [], "no object is left that no row names");
+  t.deepEqual(await storedAfterCleanup(unnamed), [], "no object is left that no row names");
   t.truthy(await sys.system.store.head(kept.thumbnail_url));
   t.truthy(await sys.system.store.head(kept.background_image_url));
+});
+
+test("a thumbnail's source key is consumed: removed once its pair is made, and the upload flow's finalize naming it again is a noop", async (t) => {
+  const c = await collection(owner, "Consumed sources");
+  const n = await note(owner, c, { name: "thumb by update" });
+  const sharp = (await import("sharp")).default;
+  const png = await sharp({ create: { width: 900, height: 600, channels: 3, background: "#22aa66" } }).png().toBuffer();
+  // purpose=thumbnail: PUT, set thumbnail_url with media.update, then media.thumbnail_finalize.
+  const minted = await sys.must(owner.token, { op: "media.get_upload_url", collection_id: c, purpose: "thumbnail", content_type: "image/png", content_length: png.length });
+  t.is((await fetch(minted.byte_upload_url, { method: "PUT", headers: { "content-type": "image/png" }, body: png })).status, 200);
+  const source = minted.store_key as string;
+  const updated = (await sys.must(owner.token, { op: "media.update", media_id: n.id, thumbnail_url: source })).media;
+  t.regex(updated.thumbnail_url, /_thumb\.webp$/);
+  const fin = await sys.must(owner.token, { op: "media.thumbnail_finalize", media_id: n.id, thumbnail_url: source });
+  t.is(fin.noop, true);
+  t.like(fin.media, { thumbnail_url: updated.thumbnail_url, background_image_url: updated.background_image_url });
+  const retried = (await sys.must(owner.token, { op: "media.update", media_id: n.id, thumbnail_url: source })).media;
+  t.like(retried, { thumbnail_url: updated.thumbnail_url, background_image_url: updated.background_image_url });
+  t.deepEqual(await storedAfterCleanup([source]), [], "the source no row names is removed");
+  t.truthy(await sys.system.store.head(updated.thumbnail_url));
+  t.truthy(await sys.system.store.head(updated.background_image_url));
+
+  // media.create with thumbnail_url a key: that source goes too, unless it is the item's own file.
+  const put = async (name: string) => {
+    const key = `store://${owner.userId}/${c}/${Date.now()}_${name}.png`;
+    await sys.system.store.put(key, png, { contentType: "image/png" });
+    return key;
+  };
+  const [file, thumbSource, ownFile] = [await put("file"), await put("thumb-src"), await put("own-file")];
+  const created = (await sys.must(owner.token, { op: "media.create", collection_id: c, source_url: file, thumbnail_url: thumbSource })).media;
+  t.regex(created.thumbnail_url, /_thumb\.webp$/);
+  const fromItself = (await sys.must(owner.token, { op: "media.create", collection_id: c, source_url: ownFile, thumbnail_url: ownFile })).media;
+  t.regex(fromItself.thumbnail_url, /_thumb\.webp$/);
+  t.deepEqual(await storedAfterCleanup([thumbSource]), []);
+  t.truthy(await sys.system.store.head(file));
+  t.truthy(await sys.system.store.head(ownFile), "a source that is the item's file stays");
 });
 
 test("media.thumbnail_finalize takes an http(s) image URL (fetched through the SSRF guard), given or already on the row", async (t) => {

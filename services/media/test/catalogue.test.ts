@@ -379,3 +379,28 @@ test("the object cleanup locks the keys it decides on, and an adopting write loc
   t.deepEqual(locks, [[[file], "share"], [[file, `store://${OWNER}/1/1_gone.png`], "exclusive"]]);
   t.true(f.objects.objects.has(file), "the item still names it");
 });
+
+test("a thumbnail's source key is consumed by media.update: orphaned with the pair's write, and naming it again changes nothing", async (t) => {
+  const { f, note, source } = await noteAndSource();
+  const row = await f.app.catalogue.updateMedia(owner, note.id, { thumbnailUrl: source });
+  t.like(row, { thumbnail_source: source });
+  t.true(orphanedKeys(f).includes(source));
+  await f.app.objects.removeOrphaned(orphanedKeys(f));
+  t.false(f.objects.objects.has(source));
+  const events = f.events.length;
+  const again = await f.app.catalogue.updateMedia(owner, note.id, { thumbnailUrl: source });
+  t.like(again, { thumbnail_url: row.thumbnail_url, background_image_url: row.background_image_url });
+  const finalized = await f.app.catalogue.finalizeThumbnail(owner, note.id, source);
+  t.like(finalized, { noop: true, row: { thumbnail_url: row.thumbnail_url } });
+  t.is(f.events.length, events, "nothing was written");
+});
+
+test("a thumbnail set anew forgets the source the old pair was made from", async (t) => {
+  const { f, note, source } = await noteAndSource();
+  await f.app.catalogue.finalizeThumbnail(owner, note.id, source);
+  await f.app.objects.removeOrphaned(orphanedKeys(f));
+  const row = await f.app.notes.updateTextNote(owner, note.id, { placeholderKind: "notes" });
+  t.is(row.thumbnail_source, null);
+  const err = await t.throwsAsync(f.app.catalogue.finalizeThumbnail(owner, note.id, source), { instanceOf: AppError });
+  t.is(err.code, "invalid_request", "the consumed source is not taken for the row's pair any more");
+});

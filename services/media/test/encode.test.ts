@@ -24,7 +24,7 @@ const at = new Date("2026-11-24T06:21:15.123Z");
 function row(over: Partial<MediaRow> = {}): MediaRow {
   return {
     id: 7, collection_id: 3, owner_user_id: "u1", created_by: "u1", name: null, description: null, tags: [], main_url: "https://e.com/a",
-    viewer: "website", mime_type: null, size_bytes: null, sha256: null, thumbnail_url: null, background_image_url: null, text_note: null,
+    viewer: "website", mime_type: null, size_bytes: null, sha256: null, thumbnail_url: null, background_image_url: null, thumbnail_source: null, text_note: null,
     display_mode: null, placeholder_kind: null, linked_collection_id: null, position: 0, is_archived: false, is_deleted: false,
     deleted_at: null, created_at: at, updated_at: at, ...over,
   };

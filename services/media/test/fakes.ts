@@ -108,7 +108,7 @@ function fakeMediaStore(s: State): MediaStore {
     async insert(row) {
       const r: Row = {
         id: s.nextId++, name: null, description: null, tags: [], mime_type: null, size_bytes: null, sha256: null, thumbnail_url: null,
-        background_image_url: null, text_note: null, display_mode: null, placeholder_kind: null, linked_collection_id: null, is_archived: false,
+        background_image_url: null, thumbnail_source: null, text_note: null, display_mode: null, placeholder_kind: null, linked_collection_id: null, is_archived: false,
         is_deleted: false, deleted_at: null, deleted_with_collection: false, created_at: now(), updated_at: now(), ...clone(row),
       };
       s.media.push(r);

@@ -7,7 +7,7 @@ import { mediaNotFound, type MediaAccess } from "./access.js";
 import type { Ingest } from "./ingest.js";
 import type { PendingUploads } from "./pending-uploads.js";
 import type { MediaDeps } from "./ports.js";
-import { adoptStoredObject, appendRow, removeRows, type StoredFiles } from "./stored-files.js";
+import { adoptStoredObject, appendRow, removeRows, type RowToAppend, type StoredFiles } from "./stored-files.js";
 
 /** Describe's URLs: where the bytes are; a stored object's URL needs the bearer token. */
 export interface ProxyUrls { mainUrl: string; thumbnailUrl: string | null; backgroundImageUrl: string | null }
@@ -69,6 +69,15 @@ export function createCatalogue(
       await ingest.removeObjects(made.filter((k): k is string => Boolean(k && isStoreKey(k) && !adopted.includes(k))));
       throw err;
     }
+  }
+
+  /**
+   * Whether the row's thumbnail pair was made from this object-store key: the source is consumed
+   * (removed once the pair was stored), and the pair is what it would make again. A retried
+   * media.update, or the media.thumbnail_finalize of the upload flow after it, then changes nothing.
+   */
+  function pairMadeFrom(row: MediaRow, key: string | undefined): boolean {
+    return key !== undefined && key === row.thumbnail_source && row.background_image_url !== null;
   }
 
   async function getMedia(caller: Caller, id: number): Promise<MediaRow> {
@@ -152,8 +161,7 @@ export function createCatalogue(
     // A viewer hint applies to stored files; video-hosting URLs stay website links.
     const viewer = ingested.viewer === "website" || !input.viewer || isVideoHostingUrl(input.sourceUrl) ? ingested.viewer : input.viewer;
     const made = [ingested.main_url, ingested.thumbnail_url, ingested.background_image_url, thumbs.thumbnail_url, thumbs.background_image_url];
-    const adopted = isStoreKey(input.sourceUrl) ? input.sourceUrl : undefined;
-    return writing(made, [input.sourceUrl], () => files.insertRow({
+    const row: RowToAppend = {
       collection_id: input.collectionId,
       owner_user_id: ownerUserId,
       created_by: caller.userId,
@@ -166,7 +174,13 @@ export function createCatalogue(
       size_bytes: ingested.size_bytes,
       sha256: ingested.sha256,
       ...thumbs,
-    }, adopted));
+    };
+    const adopted = isStoreKey(input.sourceUrl) ? input.sourceUrl : undefined;
+    return writing(made, [input.sourceUrl], () => unitOfWork(async (unit, events) => {
+      if (adopted) await adoptStoredObject(unit, objects, adopted);
+      await emitObjectsOrphaned(events, [thumbs.thumbnail_source]);
+      return appendRow(unit, events, row);
+    }));
   }
 
   async function updateMedia(caller: Caller, id: number, input: UpdateInput): Promise<MediaRow> {
@@ -186,12 +200,12 @@ export function createCatalogue(
         patch.viewer = input.viewer;
       }
     }
-    if (input.thumbnailUrl !== undefined) {
+    if (input.thumbnailUrl !== undefined && !pairMadeFrom(cur, input.thumbnailUrl)) {
       Object.assign(patch, await ingest.thumbnailFields(caller, granted.ownerUserId, Number(cur.collection_id), input.thumbnailUrl));
     }
     if (!Object.keys(patch).length) return cur;
-    return writing(input.thumbnailUrl !== undefined ? [patch.thumbnail_url, patch.background_image_url] : [], [], () => files.updateRow(cur, patch, (events) =>
-      emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" })));
+    return writing([patch.thumbnail_url, patch.background_image_url], [], () => files.updateRow(cur, patch, (events) =>
+      emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" }), [patch.thumbnail_source ?? null]));
   }
 
   async function replaceMedia(caller: Caller, id: number, input: { sourceUrl: string; name?: string; viewer?: string; thumbnailUrl?: string }): Promise<MediaRow> {
@@ -217,7 +231,7 @@ export function createCatalogue(
       // A one-call row replaced before its bytes arrived no longer waits for them: without this,
       // the upload_finalize job would take the replaced (valid) item for abandoned and delete it.
       await media.removePending(id);
-      await emitObjectsOrphaned(events, storeKeysOf([replaced]));
+      await emitObjectsOrphaned(events, [...storeKeysOf([replaced]), thumbs.thumbnail_source]);
       await emitCollectionUpdated(events, { collectionId, kind: "media_updated" });
       return row;
     }));
@@ -339,6 +353,8 @@ export function createCatalogue(
     // that on their own): nothing to do. Making it again would shrink the 800 px background to the
     // 200 px thumbnail it would be made from.
     if (thumbnailUrl === undefined && key && isStoreKey(key) && cur.background_image_url) return { row: cur, noop: true };
+    // The key the row's pair was made from (media.update set it, the upload flow's step before this one).
+    if (pairMadeFrom(cur, thumbnailUrl)) return { row: cur, noop: true };
     const remote = Boolean(key && /^https?:\/\//i.test(key));
     if (!key || (!isStoreKey(key) && !remote)) {
       throw new AppError("invalid_request", "thumbnail_url must be an object-store key (PUT it with media.get_upload_url purpose=thumbnail first) or an http(s) image URL.", { field: "thumbnail_url" });
@@ -349,7 +365,7 @@ export function createCatalogue(
       : await ingest.thumbnailsFromKey(caller, granted.ownerUserId, collectionId, key);
     // The source goes too: its thumbnails replace it.
     const row = await writing([thumbs.thumbnail_url, thumbs.background_image_url], [], () => files.updateRow(cur, thumbs, (events) =>
-      emitCollectionUpdated(events, { collectionId, kind: "media_updated" }), [key]));
+      emitCollectionUpdated(events, { collectionId, kind: "media_updated" }), [thumbs.thumbnail_source]));
     return { row, noop: false };
   }
 

@@ -38,8 +38,11 @@ export interface Ingested {
   title?: string;
 }
 
-/** The thumbnail columns of a row: both set, or both null. */
-export interface Thumbnails { thumbnail_url: string | null; background_image_url: string | null }
+/**
+ * The thumbnail columns of a row: the pair (both set, or both null), and the object-store key it
+ * was made from when it was (that source is consumed: the write that stores the pair orphans it).
+ */
+export interface Thumbnails { thumbnail_url: string | null; background_image_url: string | null; thumbnail_source: string | null }
 
 /** The MIME type of bytes from their first 4100: the signature, else the text rules. */
 export async function sniffBytes(head: Buffer, declared: string | undefined): Promise<string> {
@@ -99,7 +102,7 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
   }
 
   /** Thumbnails from an object-store key (media.thumbnail_finalize, media.update thumbnail_url). */
-  async function thumbnailsFromKey(caller: Caller, ownerUserId: string, collectionId: number, key: string) {
+  async function thumbnailsFromKey(caller: Caller, ownerUserId: string, collectionId: number, key: string): Promise<Thumbnails> {
     checkOwnKey(caller, ownerUserId, key, "thumbnail_url");
     await refuseCoverKey(key, "thumbnail_url");
     let image: Buffer;
@@ -110,16 +113,16 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
       if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is too large: ${err.message}`, { field: "thumbnail_url" });
       throw err;
     }
-    return processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, image));
+    return { ...await processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, image)), thumbnail_source: key };
   }
 
   /**
    * Thumbnails from an http(s) image URL (media.thumbnail_finalize of a URL), fetched through the
    * SSRF guard; an image that cannot be fetched or processed is a 400 on thumbnail_url.
    */
-  async function thumbnailsFromRemote(ownerUserId: string, collectionId: number, url: string) {
+  async function thumbnailsFromRemote(ownerUserId: string, collectionId: number, url: string): Promise<Thumbnails> {
     const body = await fetchImageFor("thumbnail_url", url, { policy, maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
-    return processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, body));
+    return { ...await processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, body)), thumbnail_source: null };
   }
 
   /** Thumbnails from an image URL (a page's preview image); failures leave the item without one. */
@@ -138,8 +141,8 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
    */
   async function thumbnailFields(caller: Caller, ownerUserId: string, collectionId: number, thumbnailUrl: string | undefined, ingested?: Ingested): Promise<Thumbnails> {
     if (thumbnailUrl && isStoreKey(thumbnailUrl)) return thumbnailsFromKey(caller, ownerUserId, collectionId, thumbnailUrl);
-    if (thumbnailUrl) return { thumbnail_url: thumbnailUrl, background_image_url: null };
-    return { thumbnail_url: ingested?.thumbnail_url ?? null, background_image_url: ingested?.background_image_url ?? null };
+    if (thumbnailUrl) return { thumbnail_url: thumbnailUrl, background_image_url: null, thumbnail_source: null };
+    return { thumbnail_url: ingested?.thumbnail_url ?? null, background_image_url: ingested?.background_image_url ?? null, thumbnail_source: null };
   }
 
   /** Ingests source_url for media.create / media.replace (and every route that stored bytes itself). */

@@ -66,14 +66,11 @@ export interface PreparedItem { row: RowToAppend; made: string[] }
 
 /** Row making over the unit of work and ingesting. */
 export function createStoredFiles(
-  { stores, unitOfWork, oneStatementUnit, objects }: Pick<MediaDeps, "stores" | "unitOfWork" | "oneStatementUnit" | "objects">, ingest: Ingest,
+  { stores, unitOfWork, oneStatementUnit }: Pick<MediaDeps, "stores" | "unitOfWork" | "oneStatementUnit">, ingest: Ingest,
 ) {
-  /** Appends a row in a unit of its own; `adopted`, the stored object it names that it did not store itself. */
-  function insertRow(row: RowToAppend, adopted?: string): Promise<MediaRow> {
-    return unitOfWork(async (unit, events) => {
-      if (adopted) await adoptStoredObject(unit, objects, adopted);
-      return appendRow(unit, events, row);
-    });
+  /** Appends a row in a unit of its own. */
+  function insertRow(row: RowToAppend): Promise<MediaRow> {
+    return unitOfWork((unit, events) => appendRow(unit, events, row));
   }
 
   /**

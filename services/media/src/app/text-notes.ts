@@ -59,6 +59,7 @@ export function createTextNotes({ unitOfWork }: Pick<MediaDeps, "unitOfWork">, {
     if (input.thumbnailUrl !== undefined || input.placeholderKind !== undefined) {
       const t = textNoteThumbnail(input.thumbnailUrl, input.placeholderKind);
       patch.thumbnail_url = t.thumbnailUrl;
+      patch.thumbnail_source = null;
       patch.placeholder_kind = t.placeholderKind;
     }
     if (!Object.keys(patch).length) return cur;

@@ -19,6 +19,8 @@ export interface MediaRow {
   sha256: string | null;
   thumbnail_url: string | null;
   background_image_url: string | null;
+  /** The object-store key the thumbnail pair was made from (no longer stored), else null. */
+  thumbnail_source: string | null;
   text_note: string | null;
   display_mode: string | null;
   placeholder_kind: string | null;

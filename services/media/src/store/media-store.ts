@@ -11,7 +11,7 @@ import { LINK_VIEWER, type MediaRow } from "../domain/media-row.js";
 /** Columns of a MediaRow (the generated search_text column is left out: WHERE clauses only). */
 export const MEDIA_COLUMNS = [
   "id", "collection_id", "owner_user_id", "created_by", "name", "description", "tags", "main_url", "viewer", "mime_type",
-  "size_bytes", "sha256", "thumbnail_url", "background_image_url", "text_note", "display_mode", "placeholder_kind",
+  "size_bytes", "sha256", "thumbnail_url", "background_image_url", "thumbnail_source", "text_note", "display_mode", "placeholder_kind",
   "linked_collection_id", "position", "is_archived", "is_deleted", "deleted_at", "created_at", "updated_at",
 ];
 

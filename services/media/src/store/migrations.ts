@@ -255,4 +255,12 @@ export const mediaMigrations: MigrationList = [
         END $$`);
     },
   }],
+  // The object-store key a row's thumbnail pair was made from. The source itself is removed once
+  // the pair is made (media.create and media.update with a key left it stored, named by no row);
+  // a media.thumbnail_finalize naming it again, as the upload flow's last step, is then a noop.
+  ["20270301000000_media_thumbnail_source", {
+    async up(knex) {
+      await knex.raw("ALTER TABLE media ADD COLUMN thumbnail_source text");
+    },
+  }],
 ];
