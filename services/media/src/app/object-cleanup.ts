@@ -22,6 +22,8 @@ export function createObjectCleanup({ unitOfWork, objects }: Pick<MediaDeps, "un
     const candidates = keys.filter((k) => !covers.has(k));
     const removable = !candidates.length ? [] : await unitOfWork(async ({ media }) => {
       await media.lockStoreKeys(candidates, "exclusive");
+      // A statement of its own after the lock: its snapshot then sees the row of an adopting
+      // write that committed while the cleanup waited for the lock.
       const unused = await media.unreferencedKeys(candidates);
       await objects.delete(unused);
       return unused;
