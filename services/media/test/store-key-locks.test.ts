@@ -1,14 +1,21 @@
 /**
  * The locks that keep the object cleanup and a write adopting a stored object apart, on
  * PostgreSQL: the cleanup's exclusive hold on its keys makes an adopting write wait until it
- * commits, adopting writes do not wait for each other, and two cleanups over overlapping keys
- * both finish (the keys are locked in one order).
+ * commits, adopting writes do not wait for each other, two cleanups over overlapping keys both
+ * finish (the keys are locked in one order), and a cleanup that waited for an adopting write
+ * sees the row it committed.
  */
 import test from "ava";
+import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import { freshDatabase } from "../../../test/helpers/system.ts";
-import { createDb } from "@cms/platform";
+import { createDb, createUnitOfWork, ensureExtensions, migrate, serviceMigrations } from "@cms/platform";
+import { mediaMigrations } from "../src/store/migrations.js";
 import { createMediaStore } from "../src/store/media-store.js";
+import { createMediaStores } from "../src/store/stores.js";
+import { createObjectCleanup } from "../src/app/object-cleanup.js";
+import type { MediaAccess } from "../src/app/access.js";
+import { memoryObjects } from "./fakes.js";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 let database: { url: string; drop(): Promise<void> };
@@ -71,4 +78,28 @@ test.serial("two cleanups over overlapping keys named in opposite orders both fi
   await waitingOnAdvisoryLocks(2);
   await holder.release();
   await t.notThrowsAsync(Promise.all([first, second]));
+});
+
+test.serial("a cleanup that waited for an adopting write sees its row, and keeps the object", async (t) => {
+  const schema = "media_cleanup";
+  const mdb = createDb(database.url, schema, 4);
+  t.teardown(() => mdb.destroy());
+  await ensureExtensions(mdb, ["pg_trgm", "unaccent", "btree_gin"]);
+  await migrate(mdb, schema, serviceMigrations(mediaMigrations));
+  const objects = memoryObjects();
+  const key = `store://${randomUUID()}/1/1_photo.png`;
+  await objects.store.put(key, Buffer.from("bytes"), { contentType: "image/png" });
+  const noCovers = { coverKeysAmong: async () => new Set<string>() } as unknown as MediaAccess;
+  const cleanup = createObjectCleanup({ unitOfWork: createUnitOfWork(mdb, createMediaStores, { notify() {} }), objects: objects.store }, noCovers);
+
+  // The adopting write holds the key and has written its row, not yet committed.
+  const adopter = await mdb.transaction();
+  const store = createMediaStore(adopter);
+  await store.lockStoreKeys([key], "share");
+  await store.insert({ collection_id: 1, owner_user_id: randomUUID(), created_by: randomUUID(), main_url: key, viewer: "image", position: 0 });
+  const removing = cleanup.removeOrphaned([key]);
+  await waitingOnAdvisoryLocks(1);
+  await adopter.commit();
+  t.deepEqual(await removing, { removed: 0, kept: 1 });
+  t.truthy(await objects.store.head(key));
 });
