@@ -389,6 +389,35 @@ async function until(cond: () => Promise<boolean>, ms = 10_000): Promise<boolean
   return cond();
 }
 
+test("a cover's uploaded source is consumed: removed once the cover is stored, and an update naming it again keeps the cover", async (t) => {
+  const sharp = (await import("sharp")).default;
+  const jpeg = await sharp({ create: { width: 700, height: 500, channels: 3, background: "#aa6633" } }).jpeg().toBuffer();
+  const upload = async (collectionId: number) => {
+    const res = await sys.must(alice.token, { op: "collections.get_upload_url", collection_id: collectionId, content_type: "image/jpeg", content_length: jpeg.length });
+    t.is((await fetch(res.byte_upload_url, { method: "PUT", headers: { "content-type": "image/jpeg" }, body: jpeg })).status, 200);
+    return res.store_key as string;
+  };
+  const gone = (key: string) => until(async () => (await sys.system.store.head(key)) === undefined);
+
+  const c = await create(alice, { name: "Consumed cover source" });
+  const source = await upload(c.id);
+  const first = (await sys.must(alice.token, { op: "collections.update", collection_id: c.id, thumbnail_url: source })).collection;
+  await sys.system.drainEvents();
+  t.true(await gone(source), "the uploaded source is removed once the cover is made");
+  const retried = await sys.call(alice.token, { op: "collections.update", collection_id: c.id, thumbnail_url: source, description: "retried" });
+  t.is(retried.status, 200, JSON.stringify(retried.body));
+  t.like(retried.body.collection, { thumbnail_url: first.thumbnail_url, cover_thumbnail_url: first.cover_thumbnail_url, description: "retried" });
+  t.truthy(await sys.system.store.head(first.thumbnail_url));
+
+  // collections.create with an uploaded key consumes it too.
+  const holder = await create(alice, { name: "Upload holder" });
+  const createSource = await upload(holder.id);
+  const made = await create(alice, { name: "Created with a cover", thumbnail_url: createSource });
+  t.regex(made.thumbnail_url, /_cover\.webp$/);
+  await sys.system.drainEvents();
+  t.true(await gone(createSource));
+});
+
 test("replacing a cover and hard-deleting a collection remove the stored cover objects", async (t) => {
   const c = await create(alice, { name: "Cover lifecycle", thumbnail_url: img.url("/cover.png") });
   const first = [c.thumbnail_url, c.cover_thumbnail_url];

@@ -71,6 +71,7 @@ function fakeCollectionsStore(current: () => FakeState): CollectionsStore {
       st.collections.set(id, row);
       return { ...row };
     },
+    async coverSource(id) { return (st.collections.get(id) as { cover_source?: string | null } | undefined)?.cover_source ?? null; },
     async remove(ids) { for (const id of ids) st.collections.delete(id); },
     async nameTaken(userId, parentId, name) { return live(userId, parentId).some((c) => c.name === name); },
     async nextPosition(userId, parentId) { return Math.max(-1, ...live(userId, parentId).map((c) => c.position)) + 1; },

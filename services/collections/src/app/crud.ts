@@ -1,6 +1,6 @@
 /** Creating, reading, updating and exporting collections. */
 import {
-  AppError, emitCollectionUpdated, emitObjectsOrphaned, isUniqueViolation, normalizeTags, requireScope, type Caller,
+  AppError, emitCollectionUpdated, emitObjectsOrphaned, isStoreKey, isUniqueViolation, normalizeTags, requireScope, type Caller,
 } from "@cms/platform";
 import { parseFields, permissionsOf, shareUrl, visibleOnPage, SELECTABLE_FIELDS, type CollectionRow, type ViewerPermissions } from "../domain/collection-json.js";
 import { decideUpdateVisibility, normalizePlaybackPrefs, normalizeSlug, toCsv, type AccessLevel } from "../domain/rules.js";
@@ -83,6 +83,15 @@ export type ExportOutcome =
 const playbackPrefsOf = (v: unknown) => (v === undefined || v === null ? null : normalizePlaybackPrefs(v));
 
 /** Create, read, update, archive, share URL, stats and export. */
+/**
+ * The object-store key a cover is made from (an uploaded image), null for an http(s) one. The
+ * write that stores the cover orphans it: the media service's cleanup removes it unless a media
+ * item's file is that object.
+ */
+function coverSourceOf(thumbnailUrl: string | undefined): string | null {
+  return thumbnailUrl && isStoreKey(thumbnailUrl) ? thumbnailUrl : null;
+}
+
 export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: StepRunner) {
   const { stores } = app;
 
@@ -155,7 +164,9 @@ export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: Step
             position: await s.collections.nextPosition(caller.userId, parentId ?? null),
             thumbnail_url: cover?.main ?? null,
             cover_thumbnail_url: cover?.thumbnail ?? null,
+            cover_source: coverSourceOf(input.thumbnailUrl),
           });
+          await emitObjectsOrphaned(events, [coverSourceOf(input.thumbnailUrl)]);
           await emitCollectionUpdated(events, changeOf(row, "created"));
           if (parentId === undefined) return { row };
           const work: CreateLinkStep = {
@@ -176,7 +187,10 @@ export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: Step
       // Ownership before any work on the caller's behalf (a cover fetch, an alias lookup); the
       // unit of work checks again under the row lock.
       const before = await ownedCollection(stores, id, caller);
-      const prepared = input.thumbnailUrl ? await covers.prepareCover(caller, input.thumbnailUrl) : undefined;
+      // The key the cover was made from is consumed: naming it again (a retry) keeps the cover.
+      const source = coverSourceOf(input.thumbnailUrl);
+      const newCover = Boolean(input.thumbnailUrl) && !(source && source === await stores.collections.coverSource(id));
+      const prepared = newCover ? await covers.prepareCover(caller, input.thumbnailUrl!) : undefined;
       let aliasHandle: { aliasId: string | null; handle: string } | undefined;
       if (input.aliasId !== undefined) {
         const res = await app.social.resolvePublishHandle(input.aliasId === null
@@ -219,9 +233,10 @@ export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: Step
             patch.publish_handle = aliasHandle.handle;
           }
           if (cover) {
-            await emitObjectsOrphaned(events, [cur.thumbnail_url, cur.cover_thumbnail_url]);
+            await emitObjectsOrphaned(events, [cur.thumbnail_url, cur.cover_thumbnail_url, source]);
             patch.thumbnail_url = cover.main;
             patch.cover_thumbnail_url = cover.thumbnail;
+            patch.cover_source = source;
             kinds.push("cover_changed");
           }
           if (!Object.keys(patch).length) return cur;

@@ -31,10 +31,12 @@ export interface NewCollection {
   position: number;
   thumbnail_url: string | null;
   cover_thumbnail_url: string | null;
+  /** The object-store key the cover was made from, when it was (not read into a CollectionRow). */
+  cover_source?: string | null;
 }
 
-/** Columns a use case changes on an existing collection. */
-export type CollectionPatch = Partial<Omit<CollectionRow, "id" | "user_id" | "share_id" | "views" | "likes" | "created_at">>;
+/** Columns a use case changes on an existing collection (cover_source: see NewCollection). */
+export type CollectionPatch = Partial<Omit<CollectionRow, "id" | "user_id" | "share_id" | "views" | "likes" | "created_at">> & { cover_source?: string | null };
 
 /** collections.list's filter: under a parent, or the owner's (top-level unless includeSubcollections). */
 export interface ListFilter {
@@ -85,6 +87,8 @@ export interface CollectionsStore {
   /** A name taken among the live siblings surfaces as PostgreSQL's unique violation. */
   insert(values: NewCollection): Promise<CollectionRow>;
   update(id: number, patch: CollectionPatch): Promise<CollectionRow>;
+  /** The object-store key the collection's cover was made from, if it was. */
+  coverSource(id: number): Promise<string | null>;
   /** Removes collections (the rows, their likes and collaborators). */
   remove(ids: number[]): Promise<void>;
   /** Whether a live collection of the owner under `parentId` (null: top level) has this name. */

@@ -288,6 +288,9 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       const [row] = await q("collections").where({ id }).update(patch).returning(COLLECTION_COLUMNS);
       return row as CollectionRow;
     },
+    async coverSource(id) {
+      return (await q("collections").where({ id }).first("cover_source"))?.cover_source ?? null;
+    },
     async remove(ids) {
       if (!ids.length) return;
       // Children first would need an order; detaching the set from its parents lets one DELETE go.

@@ -160,4 +160,12 @@ export const collectionsMigrations: MigrationList = [
       await knex.raw("ALTER TABLE collections ALTER COLUMN search_text SET STATISTICS 10");
     },
   }],
+  // The object-store key a collection's cover was made from (an uploaded image). That source is
+  // removed once the cover is stored (it stayed stored, named by nothing); an update naming it
+  // again, a retry, then keeps the cover rather than failing on an object that is gone.
+  ["20270301000000_collection_cover_source", {
+    async up(knex) {
+      await knex.raw("ALTER TABLE collections ADD COLUMN cover_source text");
+    },
+  }],
 ];
