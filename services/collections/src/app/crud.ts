@@ -82,7 +82,6 @@ export type ExportOutcome =
 
 const playbackPrefsOf = (v: unknown) => (v === undefined || v === null ? null : normalizePlaybackPrefs(v));
 
-/** Create, read, update, archive, share URL, stats and export. */
 /**
  * The object-store key a cover is made from (an uploaded image), null for an http(s) one. The
  * write that stores the cover orphans it: the media service's cleanup removes it unless a media
@@ -92,6 +91,7 @@ function coverSourceOf(thumbnailUrl: string | undefined): string | null {
   return thumbnailUrl && isStoreKey(thumbnailUrl) ? thumbnailUrl : null;
 }
 
+/** Create, read, update, archive, share URL, stats and export. */
 export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: StepRunner) {
   const { stores } = app;
 
@@ -141,6 +141,7 @@ export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: Step
         if (parent.is_archived) throw new AppError("invalid_request", `Parent collection ${parentId} is archived.`, { field: "parent_collection_id" });
       }
       const prepared = input.thumbnailUrl ? await covers.prepareCover(caller, input.thumbnailUrl) : undefined;
+      const source = coverSourceOf(input.thumbnailUrl);
       // The cover's keys carry the collection's id, and the cover is stored before the row.
       const id = prepared ? await stores.collections.reserveId() : undefined;
       const cover = prepared ? await covers.storeCover(caller.userId, id!, prepared) : undefined;
@@ -164,9 +165,9 @@ export function crudUseCases(app: AppContext, covers: CoverUseCases, steps: Step
             position: await s.collections.nextPosition(caller.userId, parentId ?? null),
             thumbnail_url: cover?.main ?? null,
             cover_thumbnail_url: cover?.thumbnail ?? null,
-            cover_source: coverSourceOf(input.thumbnailUrl),
+            cover_source: source,
           });
-          await emitObjectsOrphaned(events, [coverSourceOf(input.thumbnailUrl)]);
+          await emitObjectsOrphaned(events, [source]);
           await emitCollectionUpdated(events, changeOf(row, "created"));
           if (parentId === undefined) return { row };
           const work: CreateLinkStep = {
