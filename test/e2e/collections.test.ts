@@ -408,6 +408,10 @@ test("a cover's uploaded source is consumed: removed once the cover is stored, a
   t.is(retried.status, 200, JSON.stringify(retried.body));
   t.like(retried.body.collection, { thumbnail_url: first.thumbnail_url, cover_thumbnail_url: first.cover_thumbnail_url, description: "retried" });
   t.truthy(await sys.system.store.head(first.thumbnail_url));
+  const elsewhere = await create(alice, { name: "Another cover" });
+  const consumed = await sys.call(alice.token, { op: "collections.update", collection_id: elsewhere.id, thumbnail_url: source });
+  t.is(consumed.status, 400);
+  t.regex(consumed.body.detail, /already made from it/);
 
   // collections.create with an uploaded key consumes it too.
   const holder = await create(alice, { name: "Upload holder" });

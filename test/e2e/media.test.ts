@@ -409,6 +409,10 @@ test("a thumbnail's source key is consumed: removed once its pair is made, and t
   const retried = (await sys.must(owner.token, { op: "media.update", media_id: n.id, thumbnail_url: source })).media;
   t.like(retried, { thumbnail_url: updated.thumbnail_url, background_image_url: updated.background_image_url });
   t.deepEqual(await storedAfterCleanup([source]), [], "the source no row names is removed");
+  const other = await note(owner, c, { name: "another" });
+  const consumed = await sys.call(owner.token, { op: "media.update", media_id: other.id, thumbnail_url: source });
+  t.is(consumed.status, 400);
+  t.regex(consumed.body.detail, /already made from it/);
   t.truthy(await sys.system.store.head(updated.thumbnail_url));
   t.truthy(await sys.system.store.head(updated.background_image_url));
 

@@ -42,7 +42,7 @@ export function coverUseCases(app: AppContext) {
         if (err instanceof ObjectTooLargeError) throw new AppError("invalid_request", `The cover image exceeds ${MAX_COVER_BYTES} bytes.`, { field: "thumbnail_url" });
         throw err;
       }
-      if (!stored) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
+      if (!stored) throw new AppError("invalid_request", "thumbnail_url names no stored object: it was never uploaded, or a cover was already made from it (an uploaded image is removed once its cover is stored).", { field: "thumbnail_url" });
       bytes = stored;
     } else {
       bytes = await fetchImageFor("thumbnail_url", thumbnailUrl, { policy: { allowedHosts: app.config.outboundAllowedHosts }, maxBytes: MAX_COVER_BYTES, timeoutMs: 15_000 });

@@ -109,7 +109,7 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
     try {
       image = await readAll(key, MAX_IMAGE_BYTES);
     } catch (err) {
-      if (err instanceof AppError) throw new AppError("invalid_request", "thumbnail_url names an object that was never uploaded.", { field: "thumbnail_url" });
+      if (err instanceof AppError) throw new AppError("invalid_request", "thumbnail_url names no stored object: it was never uploaded, or thumbnails were already made from it (a source is removed once its thumbnails are stored).", { field: "thumbnail_url" });
       if (err instanceof ImageError) throw new AppError("invalid_request", `thumbnail_url is too large: ${err.message}`, { field: "thumbnail_url" });
       throw err;
     }
