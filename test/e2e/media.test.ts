@@ -1,7 +1,7 @@
 /** media.* catalogue operations through the JSON endpoint. */
 import test from "ava";
 import { randomUUID } from "node:crypto";
-import { runJobNow, startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { runJobNow, startTestSystem, storedAfterCleanup, type TestSystem, type TestUser } from "../helpers/system.js";
 import { startImageServer, type ImageServer } from "../helpers/image-server.js";
 
 let sys: TestSystem;
@@ -25,15 +25,6 @@ async function objectBytes(key: string): Promise<Buffer> {
   for await (const p of obj.body) parts.push(p as Buffer);
   return Buffer.concat(parts);
 }
-/** Which of the keys are still stored once the outbox is drained and the cleanup had up to 10 s to remove them. */
-async function storedAfterCleanup(keys: string[]): Promise<string[]> {
-  await sys.system.drainEvents();
-  const stored = async () => (await Promise.all(keys.map(async (k) => ((await sys.system.store.head(k)) ? k : undefined)))).filter((k): k is string => k !== undefined);
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline && (await stored()).length) await new Promise((r) => setTimeout(r, 50));
-  return stored();
-}
-
 async function note(u: TestUser, collectionId: number, fields: Record<string, unknown> = {}) {
   return (await sys.must(u.token, { op: "media.text_note.add", collection_id: collectionId, ...fields })).media;
 }
@@ -370,7 +361,7 @@ test("deleting a text note, or an item hard, removes the thumbnail it stored", a
   const item = await note(owner, c, { name: "item", thumbnail_url: itemThumb });
   t.is((await sys.call(owner.token, { op: "media.text_note.delete", media_id: n.id, confirm: true })).status, 200);
   t.is((await sys.call(owner.token, { op: "media.delete", media_ids: [item.id], confirm: true })).status, 200);
-  t.deepEqual(await storedAfterCleanup([noteThumb, itemThumb]), []);
+  t.deepEqual(await storedAfterCleanup(sys.system, [noteThumb, itemThumb]), []);
 });
 
 test("concurrent media.thumbnail_finalize of one item: the row keeps one pair, and every other pair and every source is removed", async (t) => {
@@ -387,7 +378,7 @@ test("concurrent media.thumbnail_finalize of one item: the row keeps one pair, a
   t.true(pairs.some(([thumb, bg]) => thumb === kept.thumbnail_url && bg === kept.background_image_url), "the row names the pair of one of the calls");
   const unnamed = [...sources, ...pairs.flat().filter((k) => k !== kept.thumbnail_url && k !== kept.background_image_url)];
   t.is(unnamed.length, sources.length + 2 * (sources.length - 1));
-  t.deepEqual(await storedAfterCleanup(unnamed), [], "no object is left that no row names");
+  t.deepEqual(await storedAfterCleanup(sys.system, unnamed), [], "no object is left that no row names");
   t.truthy(await sys.system.store.head(kept.thumbnail_url));
   t.truthy(await sys.system.store.head(kept.background_image_url));
 });
@@ -408,7 +399,7 @@ test("a thumbnail's source key is consumed: removed once its pair is made, and t
   t.like(fin.media, { thumbnail_url: updated.thumbnail_url, background_image_url: updated.background_image_url });
   const retried = (await sys.must(owner.token, { op: "media.update", media_id: n.id, thumbnail_url: source })).media;
   t.like(retried, { thumbnail_url: updated.thumbnail_url, background_image_url: updated.background_image_url });
-  t.deepEqual(await storedAfterCleanup([source]), [], "the source no row names is removed");
+  t.deepEqual(await storedAfterCleanup(sys.system, [source]), [], "the source no row names is removed");
   const other = await note(owner, c, { name: "another" });
   const consumed = await sys.call(owner.token, { op: "media.update", media_id: other.id, thumbnail_url: source });
   t.is(consumed.status, 400);
@@ -427,7 +418,7 @@ test("a thumbnail's source key is consumed: removed once its pair is made, and t
   t.regex(created.thumbnail_url, /_thumb\.webp$/);
   const fromItself = (await sys.must(owner.token, { op: "media.create", collection_id: c, source_url: ownFile, thumbnail_url: ownFile })).media;
   t.regex(fromItself.thumbnail_url, /_thumb\.webp$/);
-  t.deepEqual(await storedAfterCleanup([thumbSource]), []);
+  t.deepEqual(await storedAfterCleanup(sys.system, [thumbSource]), []);
   t.truthy(await sys.system.store.head(file));
   t.truthy(await sys.system.store.head(ownFile), "a source that is the item's file stays");
 });

@@ -10,7 +10,7 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import sharp from "sharp";
 import { signGrant } from "@cms/platform";
-import { runJobNow, startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { runJobNow, startTestSystem, storedAfterCleanup, type TestSystem, type TestUser } from "../helpers/system.js";
 
 let sys: TestSystem;
 let png: Buffer<ArrayBuffer>;
@@ -418,11 +418,7 @@ async function chunkKeys(uploadId: string, opts: { stored?: boolean } = {}): Pro
 
 /** Whether every key has left the store within a few seconds (removal goes through the outbox). */
 async function allRemoved(keys: string[]): Promise<boolean> {
-  await sys.system.drainEvents();
-  const deadline = Date.now() + 10_000;
-  const present = async () => (await Promise.all(keys.map((k) => sys.system.store.head(k)))).some(Boolean);
-  while (Date.now() < deadline && (await present())) await new Promise((r) => setTimeout(r, 50));
-  return !(await present());
+  return (await storedAfterCleanup(sys.system, keys)).length === 0;
 }
 
 function split(bytes: Buffer, size: number): Buffer[] {
@@ -593,6 +589,31 @@ test("chunked upload: 25MB in chunks of up to 8 MiB", async (t) => {
   t.is(fin.body.media.sha256, sha(file));
   const head = await sys.system.store.head(fin.body.media.main_url);
   t.is(head!.size, file.length);
+});
+
+// Serial (before the concurrent tests): the job runs with a clock far ahead, for every key.
+test.serial("an object PUT under a classic or thumbnail key that nothing took up is removed by upload_cleanup a day after its URL expired; one an item names stays", async (t) => {
+  const u = await sys.user();
+  const c = await collection(u);
+  const putUnder = async (fields: Record<string, unknown>) => {
+    const minted = await sys.must(u.token, { op: "media.get_upload_url", collection_id: c, content_type: "image/png", content_length: png.length, ...fields });
+    t.is((await fetch(minted.byte_upload_url, { method: "PUT", headers: { "content-type": "image/png" }, body: png })).status, 200);
+    return minted.store_key as string;
+  };
+  const [unusedFile, usedFile, unusedThumb] = [await putUnder({}), await putUnder({}), await putUnder({ purpose: "thumbnail" })];
+  const item = (await sys.must(u.token, { op: "media.create", collection_id: c, source_url: usedFile })).media;
+
+  const early = await runJobNow(sys.system, "upload_cleanup", {});
+  t.is(early.unclaimed_uploads, 0, JSON.stringify(early));
+  t.deepEqual(await storedAfterCleanup(sys.system, [unusedFile, unusedThumb], 200), [unusedFile, unusedThumb], "kept while media.create may still take them up");
+  const day = await runJobNow(sys.system, "upload_cleanup", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
+  t.true((day.unclaimed_uploads as number) >= 3, JSON.stringify(day));
+  t.deepEqual(await storedAfterCleanup(sys.system, [unusedFile, unusedThumb, usedFile]), [usedFile], "only the object an item names stays");
+  const download = await fetch(`${sys.url}/storage/v1/media/${item.id}/main`, { headers: { apikey: "test-apikey", authorization: `Bearer ${u.token}` } });
+  t.is(download.status, 200);
+  t.deepEqual(Buffer.from(await download.arrayBuffer()), png);
+  const late = await sys.call(u.token, { op: "media.create", collection_id: c, source_url: unusedFile });
+  t.is(late.status, 400, "a removed upload cannot be taken up any more");
 });
 
 // Serial (before the concurrent tests): the job runs with a clock far ahead, for every session.

@@ -78,6 +78,18 @@ export async function runJobNow(system: System, name: string, args: Record<strin
   throw new Error(`job ${name} stayed leased by another run`);
 }
 
+/**
+ * Which of the keys are still stored once the outbox is drained and the object cleanup had up to
+ * `ms` to remove them (it runs after the commit, on the bus).
+ */
+export async function storedAfterCleanup(system: System, keys: string[], ms = 10_000): Promise<string[]> {
+  await system.drainEvents();
+  const stored = async () => (await Promise.all(keys.map(async (k) => ((await system.store.head(k)) ? k : undefined)))).filter((k): k is string => k !== undefined);
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline && (await stored()).length) await new Promise((r) => setTimeout(r, 50));
+  return stored();
+}
+
 /** Runs `fn` with a JetStream manager on a connection of its own to `url`, closed afterwards. */
 export async function withJetStream<T>(url: string, fn: (jsm: JetStreamManager) => Promise<T>): Promise<T> {
   const { connect } = await import("@nats-io/transport-node");

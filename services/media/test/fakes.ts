@@ -35,6 +35,7 @@ export interface State {
   sessions: UploadSessionRow[];
   chunks: Chunk[];
   downloads: DownloadSessionRow[];
+  uploadKeys: Array<{ store_key: string; user_id: string; expires_at: Date }>;
   nextId: number;
 }
 
@@ -270,6 +271,12 @@ function fakeTransferStore(s: State): TransferStore {
       s.downloads = s.downloads.filter((d) => d.expires_at >= now);
       return before - s.downloads.length;
     },
+    async recordUploadKey(storeKey, userId, expiresAt) { s.uploadKeys.push({ store_key: storeKey, user_id: userId, expires_at: expiresAt }); },
+    async takeUploadKeysExpiredBefore(before, limit) {
+      const taken = s.uploadKeys.filter((k) => k.expires_at < before).sort((a, b) => +a.expires_at - +b.expires_at).slice(0, limit);
+      s.uploadKeys = s.uploadKeys.filter((k) => !taken.includes(k));
+      return taken.map((k) => k.store_key);
+    },
   };
 }
 
@@ -280,7 +287,7 @@ const writerInto = (written: Written[]): EventWriter => ({ async emit(type, payl
 
 /** The stores, a unit of work over them, and the events committed units wrote. */
 export function fakeStores() {
-  const state: State = { media: [], pending: [], lifecycle: new Map(), leases: new Map(), sessions: [], chunks: [], downloads: [], nextId: 1 };
+  const state: State = { media: [], pending: [], lifecycle: new Map(), leases: new Map(), sessions: [], chunks: [], downloads: [], uploadKeys: [], nextId: 1 };
   const stores: MediaStores = { media: fakeMediaStore(state), transfers: fakeTransferStore(state) };
   const events: Written[] = [];
   let units = 0;
@@ -290,7 +297,7 @@ export function fakeStores() {
     const hook = unitHooks.beforeNextUnit;
     unitHooks.beforeNextUnit = undefined;
     if (hook) await hook();
-    const before = { ...state, media: clone(state.media), pending: clone(state.pending), lifecycle: clone(state.lifecycle), leases: clone(state.leases), sessions: clone(state.sessions), chunks: clone(state.chunks), downloads: clone(state.downloads) };
+    const before = { ...state, media: clone(state.media), pending: clone(state.pending), lifecycle: clone(state.lifecycle), leases: clone(state.leases), sessions: clone(state.sessions), chunks: clone(state.chunks), downloads: clone(state.downloads), uploadKeys: clone(state.uploadKeys) };
     const written: Written[] = [];
     try {
       const out = await inUnit.run(true, () => work(stores, writerInto(written)));

@@ -2,7 +2,8 @@
  * Finalizing one-call uploads (media.get_upload_url with a name) against in-memory fakes: the
  * ingest (store reads, thumbnails, the cover check) runs outside any unit of work, a short unit
  * claims the pending row, and an attempt that finds the row finalized, replaced or removed
- * meanwhile leaves it alone and hands what it made to media.objects.orphaned.
+ * meanwhile leaves it alone and hands what it made to media.objects.orphaned. Keys minted with no
+ * row waiting for them are handed to it too, a day after their URL expired.
  */
 import test from "ava";
 import sharp from "sharp";
@@ -125,4 +126,25 @@ test("ObjectUploaded finalizes the row of its key; bytes for a row deleted meanw
   await f.objects.store.put(orphan, Buffer.from("x"), { contentType: "application/octet-stream" });
   t.deepEqual(await f.app.pending.objectUploaded({ storeKey: orphan, mediaId: 999 }), { finalized: false, removed: true });
   t.false(f.objects.objects.has(orphan));
+});
+
+test("keys minted with no row waiting (classic, thumbnail) go to the object cleanup UPLOAD_SESSION_TTL_MS after their URL expired, in batches; one-call keys are not recorded", async (t) => {
+  const grace = 3600_000;
+  const f = fakeMediaApp({ uploadSessionTtlMs: grace });
+  const classic = await f.app.uploads.getUploadUrl(owner, { collectionId: 1, filename: "a.png", contentType: "image/png", purpose: "media", tags: [] });
+  const thumb = await f.app.uploads.getUploadUrl(owner, { collectionId: 1, filename: "t.png", contentType: "image/png", purpose: "thumbnail", tags: [] });
+  await f.app.uploads.getUploadUrl(owner, { collectionId: 1, filename: "o.png", contentType: "image/png", purpose: "media", name: "one call", tags: [] });
+  t.deepEqual(f.state.uploadKeys.map((k) => k.store_key), [classic.targets.store_key, thumb.targets.store_key]);
+  const expiry = classic.targets.expires_at.getTime();
+  t.is(await f.app.uploads.forgetUnclaimedUploads(new Date(expiry + grace - 60_000)), 0, "inside the grace");
+  t.deepEqual(orphanedKeys(f), []);
+  t.is(await f.app.uploads.forgetUnclaimedUploads(new Date(expiry + grace + 60_000)), 2);
+  t.deepEqual(orphanedKeys(f).sort(), [classic.targets.store_key, thumb.targets.store_key].sort());
+  // More than a batch: every key goes, 500 to a unit.
+  const past = new Date(expiry - 3600_000);
+  for (let i = 0; i < 1203; i++) await f.stores.transfers.recordUploadKey(`store://${OWNER}/1/${i}_x.png`, OWNER, past);
+  const units = f.units();
+  t.is(await f.app.uploads.forgetUnclaimedUploads(new Date(expiry + grace)), 1203);
+  t.is(f.units() - units, 3);
+  t.deepEqual(f.state.uploadKeys, []);
 });

@@ -28,6 +28,7 @@ export function createMediaApp(deps: MediaDeps) {
   const files = createStoredFiles(deps, ingest);
   const pending = createPendingUploads(deps, ingest);
   const chunked = createChunkedUploads(deps, { access, ingest, files });
+  const uploads = createUploads(deps, { access, ingest, files });
   const holder = randomUUID();
 
   /** Runs a job unless another replica holds its lease (no transaction stays open meanwhile). */
@@ -44,7 +45,7 @@ export function createMediaApp(deps: MediaDeps) {
   return {
     catalogue: createCatalogue(deps, { access, ingest, files, pending }),
     notes: createTextNotes(deps, { access, files }),
-    uploads: createUploads(deps, { access, ingest, files }),
+    uploads,
     chunked,
     pending,
     downloads: createDownloads(deps, { access, ingest, pending }),
@@ -53,8 +54,10 @@ export function createMediaApp(deps: MediaDeps) {
     lifecycle: createCollectionLifecycle(deps),
     objects: createObjectCleanup(deps, access),
     jobs: {
-      /** Expired chunked upload/download sessions and their chunks. */
-      uploadCleanup: (now: Date) => exclusive("upload_cleanup", () => chunked.cleanupExpiredSessions(now)),
+      /** Expired chunked upload/download sessions and their chunks; uploaded objects nothing took up. */
+      uploadCleanup: (now: Date) => exclusive("upload_cleanup", async () => ({
+        ...await chunked.cleanupExpiredSessions(now), unclaimed_uploads: await uploads.forgetUnclaimedUploads(now),
+      })),
       /** One-call upload rows whose bytes landed unseen (presigned S3 PUT), or never came. */
       uploadFinalize: (now: Date) => exclusive("upload_finalize", () => pending.finalizeJob(now)),
       /** media.list's kept totals: the changes the triggers appended, moved into the counts. */

@@ -3,7 +3,7 @@
  * media.get_upload_url (PUT targets for a media file or a thumbnail; with a name, the one-call
  * flow creates the row at mint time, and ./pending-uploads.ts completes it once the bytes land).
  */
-import { AppError, freshStoreKey, isRasterImage, normalizeTags, type Caller } from "@cms/platform";
+import { AppError, emitObjectsOrphaned, freshStoreKey, isRasterImage, normalizeTags, type Caller } from "@cms/platform";
 import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, itemName, viewerOfMime } from "../domain/rules.js";
@@ -33,10 +33,20 @@ export interface MintedUpload { targets: UploadTargets; purpose: "media" | "thum
 
 /** The single-call upload use cases. */
 export function createUploads(
-  { unitOfWork, objects, config }: Pick<MediaDeps, "unitOfWork" | "objects" | "config">,
+  { stores, unitOfWork, objects, config }: Pick<MediaDeps, "stores" | "unitOfWork" | "objects" | "config">,
   { access, ingest, files }: { access: MediaAccess; ingest: Ingest; files: StoredFiles },
 ) {
   const mint = (input: Parameters<typeof mintUploadTargets>[1]) => mintUploadTargets({ config, store: objects }, input);
+
+  /**
+   * PUT targets for a key no row waits for (the classic and thumbnail flows): the key is recorded
+   * first, so that an object PUT there that nothing takes up is removed (forgetUnadoptedUploads).
+   */
+  async function mintUnclaimed(input: Parameters<typeof mintUploadTargets>[1]): Promise<UploadTargets> {
+    const targets = await mint(input);
+    await stores.transfers.recordUploadKey(input.storeKey, input.userId, targets.expires_at);
+    return targets;
+  }
 
   /** media.upload: verify, store durably, then create the row exactly as media.create would. */
   async function uploadMedia(caller: Caller, input: UploadInput): Promise<MediaRow> {
@@ -74,7 +84,7 @@ export function createUploads(
       if (!type) throw new AppError("invalid_request", "content_type is required for a thumbnail upload (or a filename with an image extension).", { field: "content_type" });
       if (!isRasterImage(type)) throw new AppError("invalid_request", "A thumbnail must be a raster image (image/jpeg, image/png, image/webp, image/gif, image/avif).", { field: "content_type" });
       const key = freshStoreKey(caller.userId, input.collectionId, input.filename, `thumbnail.${type.split("/")[1]}`);
-      const targets = await mint({ storeKey: key, contentType: type, contentLength: input.contentLength, userId: caller.userId });
+      const targets = await mintUnclaimed({ storeKey: key, contentType: type, contentLength: input.contentLength, userId: caller.userId });
       return {
         targets, purpose: "thumbnail",
         nextStep: "PUT the bytes (no Authorization header), set thumbnail_url on the media row to store_key with media.update, then call media.thumbnail_finalize.",
@@ -91,7 +101,7 @@ export function createUploads(
     const key = freshStoreKey(caller.userId, input.collectionId, input.filename, "upload");
     const expiresAt = Date.now() + config.uploadGrantTtlMs;
     if (input.name === undefined) {
-      const targets = await mint({ storeKey: key, contentType: type, contentLength: input.contentLength, userId: caller.userId });
+      const targets = await mintUnclaimed({ storeKey: key, contentType: type, contentLength: input.contentLength, userId: caller.userId });
       return {
         targets, purpose: "media", flow: "classic",
         nextStep: "PUT the bytes (no Authorization header), then call media.create with source_url set to store_key.",
@@ -117,5 +127,23 @@ export function createUploads(
     };
   }
 
-  return { uploadMedia, getUploadUrl };
+  /**
+   * The upload_cleanup job's part for those keys: each goes to the object cleanup once its URL
+   * expired as long ago as a chunked upload session lasts (UPLOAD_SESSION_TTL_MS, a day): the time
+   * media.create or media.update has to take it up. The cleanup removes it unless a row names it.
+   */
+  async function forgetUnclaimedUploads(now: Date): Promise<number> {
+    let forgotten = 0;
+    for (;;) {
+      const keys = await unitOfWork(async ({ transfers }, events) => {
+        const taken = await transfers.takeUploadKeysExpiredBefore(new Date(now.getTime() - config.uploadSessionTtlMs), 500);
+        await emitObjectsOrphaned(events, taken);
+        return taken;
+      });
+      forgotten += keys.length;
+      if (keys.length < 500) return forgotten;
+    }
+  }
+
+  return { uploadMedia, getUploadUrl, forgetUnclaimedUploads };
 }

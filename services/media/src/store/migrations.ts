@@ -263,4 +263,17 @@ export const mediaMigrations: MigrationList = [
       await knex.raw("ALTER TABLE media ADD COLUMN thumbnail_source text");
     },
   }],
+  // Keys of upload URLs minted with no row waiting for them (media.get_upload_url's classic and
+  // thumbnail flows). An object PUT there that no item ever took up stayed stored for good,
+  // outside every quota (quotas count rows); the upload_cleanup job hands each key to the object
+  // cleanup a day after its URL expired, which removes it unless a row names it by then.
+  ["20270301000100_upload_keys", {
+    async up(knex) {
+      await knex.raw(`CREATE TABLE upload_keys (
+        store_key text PRIMARY KEY,
+        user_id text NOT NULL,
+        expires_at timestamptz NOT NULL)`);
+      await knex.raw("CREATE INDEX upload_keys_expiry ON upload_keys (expires_at)");
+    },
+  }],
 ];
