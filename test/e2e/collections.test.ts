@@ -1,6 +1,6 @@
 /** collections.* through the JSON endpoint: creation, names, nesting, listing, export, covers, events. */
 import test from "ava";
-import { startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
+import { runJobNow, startTestSystem, storedAfterCleanup, type TestSystem, type TestUser } from "../helpers/system.js";
 import { startImageServer, type ImageServer } from "../helpers/image-server.js";
 import type { BusEvent } from "@cms/platform";
 
@@ -388,6 +388,28 @@ async function until(cond: () => Promise<boolean>, ms = 10_000): Promise<boolean
   }
   return cond();
 }
+
+// Serial (before the concurrent tests, whose cover uploads it would take for unclaimed): the job
+// runs with a clock a day ahead.
+test.serial("a cover upload nothing took up is removed by the retention job a day after its URL expired", async (t) => {
+  const c = await create(alice, { name: "Unclaimed cover upload" });
+  const png = await (await import("sharp")).default({ create: { width: 300, height: 200, channels: 3, background: "#5599cc" } }).png().toBuffer();
+  const upload = async () => {
+    const res = await sys.must(alice.token, { op: "collections.get_upload_url", collection_id: c.id, content_type: "image/png", content_length: png.length });
+    t.is((await fetch(res.byte_upload_url, { method: "PUT", headers: { "content-type": "image/png" }, body: png })).status, 200);
+    return res.store_key as string;
+  };
+  const [unclaimed, claimed] = [await upload(), await upload()];
+  const cover = (await sys.must(alice.token, { op: "collections.update", collection_id: c.id, thumbnail_url: claimed })).collection;
+  const early = await runJobNow(sys.system, "retention", {});
+  t.is(early.unclaimed_cover_uploads, 0, JSON.stringify(early));
+  t.deepEqual(await storedAfterCleanup(sys.system, [unclaimed], 200), [unclaimed], "kept while an update may still take it up");
+  const day = await runJobNow(sys.system, "retention", { now: new Date(Date.now() + 25 * 3600_000).toISOString() });
+  t.true((day.unclaimed_cover_uploads as number) >= 2, JSON.stringify(day));
+  t.deepEqual(await storedAfterCleanup(sys.system, [unclaimed]), []);
+  t.truthy(await sys.system.store.head(cover.thumbnail_url), "the cover made from the other stays");
+  t.truthy(await sys.system.store.head(cover.cover_thumbnail_url));
+});
 
 test("a cover's uploaded source is consumed: removed once the cover is stored, and an update naming it again keeps the cover", async (t) => {
   const sharp = (await import("sharp")).default;

@@ -44,7 +44,9 @@ export const collectionsModule: ServiceModule = {
     };
     const jobs = {
       retention: async (args: Record<string, unknown>) =>
-        (await single("retention", () => app.purgeExpired(nowOf(args)))) ?? { purged: 0, ...skipped("retention") },
+        (await single("retention", async () => ({
+          ...await app.purgeExpired(nowOf(args)), unclaimed_cover_uploads: await app.forgetUnclaimedCoverUploads(nowOf(args)),
+        }))) ?? { purged: 0, unclaimed_cover_uploads: 0, ...skipped("retention") },
       pending_steps: async (args: Record<string, unknown>) =>
         (await single("pending_steps", () => app.recoverPendingSteps(nowOf(args)))) ?? { undone: 0, retrying: 0, ...skipped("pending_steps") },
     };

@@ -28,6 +28,8 @@ export function createCollectionsApp(deps: CollectionsAppDeps) {
     ...collaboratorUseCases(app),
     ...internalUseCases(app),
     coverUploadUrl: covers.coverUploadUrl,
+    /** The retention job's part for cover uploads nothing took up (./covers.ts). */
+    forgetUnclaimedCoverUploads: covers.forgetUnclaimedCoverUploads,
     /** The recovery job of the steps spanning services (./pending-steps.ts). */
     recoverPendingSteps: steps.recover,
   };

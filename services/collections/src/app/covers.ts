@@ -7,7 +7,7 @@
  */
 import {
   AppError, ObjectTooLargeError, coverImages, fetchImageFor, freshCoverKeys, freshStoreKey, readObject, isStoreKey, objectKeyOf,
-  isRasterImage, processImageFor, type Caller,
+  emitObjectsOrphaned, isRasterImage, processImageFor, type Caller,
 } from "@cms/platform";
 import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
 import { ownedCollection, type AppContext } from "./context.js";
@@ -79,6 +79,24 @@ export function coverUseCases(app: AppContext) {
     storeCover,
     withStoredCover,
 
+    /**
+     * The retention job's part for cover uploads: each key goes to the object cleanup once its URL
+     * expired as long ago as an upload session lasts (UPLOAD_SESSION_TTL_MS, a day), the time
+     * collections.create or update has to take it up; the cleanup removes what nothing names.
+     */
+    async forgetUnclaimedCoverUploads(now: Date): Promise<number> {
+      let forgotten = 0;
+      for (;;) {
+        const keys = await app.unitOfWork(async (s, events) => {
+          const taken = await s.collections.takeCoverUploadKeysExpiredBefore(new Date(now.getTime() - app.config.uploadSessionTtlMs), 500);
+          await emitObjectsOrphaned(events, taken);
+          return taken;
+        });
+        forgotten += keys.length;
+        if (keys.length < 500) return forgotten;
+      }
+    },
+
     /** The PUT targets of a cover upload (max_bytes: the cover limit) and what to do next. */
     async coverUploadUrl(caller: Caller, collectionId: number, contentType: string, contentLength: number, filename?: string): Promise<{ targets: UploadTargets; nextStep: string }> {
       await ownedCollection(app.stores, collectionId, caller);
@@ -87,6 +105,8 @@ export function coverUseCases(app: AppContext) {
       if (contentLength > COVER_UPLOAD_MAX_BYTES) throw new AppError("invalid_request", `content_length exceeds ${COVER_UPLOAD_MAX_BYTES} bytes.`, { field: "content_length" });
       const storeKey = freshStoreKey(caller.userId, collectionId, filename, `cover.${EXTENSIONS[type] ?? "bin"}`);
       const targets = await mintUploadTargets({ config: app.config, store: app.objects }, { storeKey, contentType: type, contentLength, userId: caller.userId });
+      // Recorded before the URL is handed out: an image PUT there that no cover takes up is removed.
+      await app.stores.collections.recordCoverUploadKey(storeKey, caller.userId, targets.expires_at);
       return {
         targets: { ...targets, max_bytes: COVER_UPLOAD_MAX_BYTES },
         nextStep: "PUT the bytes (no Authorization header), then call collections.update with thumbnail_url set to store_key.",

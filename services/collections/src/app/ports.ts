@@ -148,6 +148,10 @@ export interface CollectionsStore {
   browse(scopes: Scope[], who: Searcher, tags: string[], sortBy: SortBy, limit: number, offset: number): Promise<RowPage<CollectionRow>>;
   /** The keys among `keys` that a collection (deleted ones included) holds as its cover. */
   coverKeysAmong(keys: string[]): Promise<string[]>;
+  /** A cover upload's key (collections.get_upload_url), minted with its URL's expiry. */
+  recordCoverUploadKey(storeKey: string, userId: string, expiresAt: Date): Promise<void>;
+  /** Forgets up to `limit` cover upload keys whose URL expired before `before`; their keys. */
+  takeCoverUploadKeysExpiredBefore(before: Date, limit: number): Promise<string[]>;
 }
 
 /** A pending invite with the name of its collection. */

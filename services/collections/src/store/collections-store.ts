@@ -455,6 +455,18 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       );
       return rows.map((r: { k: string }) => r.k);
     },
+    async recordCoverUploadKey(storeKey, userId, expiresAt) {
+      await q("cover_upload_keys").insert({ store_key: storeKey, user_id: userId, expires_at: expiresAt });
+    },
+    async takeCoverUploadKeysExpiredBefore(before, limit) {
+      const { rows } = await q.raw(
+        `DELETE FROM cover_upload_keys WHERE store_key IN (
+           SELECT store_key FROM cover_upload_keys WHERE expires_at < ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
+         RETURNING store_key`,
+        [before, limit],
+      );
+      return rows.map((r: { store_key: string }) => r.store_key);
+    },
   };
 }
 

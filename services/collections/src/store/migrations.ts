@@ -168,4 +168,16 @@ export const collectionsMigrations: MigrationList = [
       await knex.raw("ALTER TABLE collections ADD COLUMN cover_source text");
     },
   }],
+  // Keys of cover upload URLs (collections.get_upload_url). An image PUT there that no
+  // collections.create or update took up stayed stored for good; the retention job hands each key
+  // to the media service's object cleanup a day after its URL expired.
+  ["20270301000100_cover_upload_keys", {
+    async up(knex) {
+      await knex.raw(`CREATE TABLE cover_upload_keys (
+        store_key text PRIMARY KEY,
+        user_id text NOT NULL,
+        expires_at timestamptz NOT NULL)`);
+      await knex.raw("CREATE INDEX cover_upload_keys_expiry ON cover_upload_keys (expires_at)");
+    },
+  }],
 ];
