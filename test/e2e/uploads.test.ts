@@ -614,6 +614,7 @@ test.serial("an object PUT under a classic or thumbnail key that nothing took up
   t.deepEqual(Buffer.from(await download.arrayBuffer()), png);
   const late = await sys.call(u.token, { op: "media.create", collection_id: c, source_url: unusedFile });
   t.is(late.status, 400, "a removed upload cannot be taken up any more");
+  t.regex(late.body.detail, /removed a day after its URL expired/);
 });
 
 // Serial (before the concurrent tests): the job runs with a clock far ahead, for every session.

@@ -151,7 +151,7 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
       checkOwnKey(caller, ownerUserId, sourceUrl, "source_url");
       await refuseCoverKey(sourceUrl, "source_url");
       const info = await objects.head(sourceUrl);
-      if (!info) throw new AppError("invalid_request", "source_url names an object that was never uploaded.", { field: "source_url" });
+      if (!info) throw new AppError("invalid_request", "source_url names no stored object: it was never uploaded, or it was removed (an upload no item takes up is removed a day after its URL expired; so is a deleted item's file).", { field: "source_url" });
       const mime = await sniff(sourceUrl, info.size, info.contentType);
       const out: Ingested = { main_url: sourceUrl, viewer: viewerOfMime(mime), mime_type: mime, size_bytes: info.size, sha256: null };
       if (wantThumbnail && isRasterImage(mime) && info.size <= MAX_IMAGE_BYTES) {
