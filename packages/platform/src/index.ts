@@ -26,3 +26,4 @@ export * from "./images.js";
 export * from "./ids.js";
 export * from "./ports.js";
 export { createUnaryFastPath, createUnaryTransport } from "./connect-unary.js";
+export * from "./upload-keys.js";

@@ -137,7 +137,10 @@ const noCollaborators = new Proxy({ async membership() { return undefined; } } a
 }) as CollaboratorsStore;
 
 function storesOver(current: () => FakeState): CollectionsStores {
-  return { collections: fakeCollectionsStore(current), collaborators: noCollaborators, steps: fakeStepsStore(current) };
+  return {
+    collections: fakeCollectionsStore(current), collaborators: noCollaborators, steps: fakeStepsStore(current),
+    uploadKeys: { record: notFaked("uploadKeys.record"), takeExpiredBefore: notFaked("uploadKeys.takeExpiredBefore") },
+  };
 }
 
 /** A committed outbox event. */

@@ -13,7 +13,7 @@ import type { Client } from "@connectrpc/connect";
 import type { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
 import {
   ObjectChecksumMismatchError, ObjectLengthMismatchError, isStoreKey, loadConfig, type Config, type EventWriter, type Logger, type ObjectInfo, type ObjectStore,
-  type OneStatementUnit, type UnitOfWork,
+  type OneStatementUnit, type UnitOfWork, type UploadKeys,
 } from "@cms/platform";
 import type { MediaRow } from "../src/domain/media-row.js";
 import { foldAccents } from "../src/domain/rules.js";
@@ -271,8 +271,13 @@ function fakeTransferStore(s: State): TransferStore {
       s.downloads = s.downloads.filter((d) => d.expires_at >= now);
       return before - s.downloads.length;
     },
-    async recordUploadKey(storeKey, userId, expiresAt) { s.uploadKeys.push({ store_key: storeKey, user_id: userId, expires_at: expiresAt }); },
-    async takeUploadKeysExpiredBefore(before, limit) {
+  };
+}
+
+function fakeUploadKeys(s: State): UploadKeys {
+  return {
+    async record(storeKey, userId, expiresAt) { s.uploadKeys.push({ store_key: storeKey, user_id: userId, expires_at: expiresAt }); },
+    async takeExpiredBefore(before, limit) {
       const taken = s.uploadKeys.filter((k) => k.expires_at < before).sort((a, b) => +a.expires_at - +b.expires_at).slice(0, limit);
       s.uploadKeys = s.uploadKeys.filter((k) => !taken.includes(k));
       return taken.map((k) => k.store_key);
@@ -288,7 +293,7 @@ const writerInto = (written: Written[]): EventWriter => ({ async emit(type, payl
 /** The stores, a unit of work over them, and the events committed units wrote. */
 export function fakeStores() {
   const state: State = { media: [], pending: [], lifecycle: new Map(), leases: new Map(), sessions: [], chunks: [], downloads: [], uploadKeys: [], nextId: 1 };
-  const stores: MediaStores = { media: fakeMediaStore(state), transfers: fakeTransferStore(state) };
+  const stores: MediaStores = { media: fakeMediaStore(state), transfers: fakeTransferStore(state), uploadKeys: fakeUploadKeys(state) };
   const events: Written[] = [];
   let units = 0;
   // beforeNextUnit runs once, before the next unit of work begins (another write that commits first).

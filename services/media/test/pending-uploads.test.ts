@@ -142,7 +142,7 @@ test("keys minted with no row waiting (classic, thumbnail) go to the object clea
   t.deepEqual(orphanedKeys(f).sort(), [classic.targets.store_key, thumb.targets.store_key].sort());
   // More than a batch: every key goes, 500 to a unit.
   const past = new Date(expiry - 3600_000);
-  for (let i = 0; i < 1203; i++) await f.stores.transfers.recordUploadKey(`store://${OWNER}/1/${i}_x.png`, OWNER, past);
+  for (let i = 0; i < 1203; i++) await f.stores.uploadKeys.record(`store://${OWNER}/1/${i}_x.png`, OWNER, past);
   const units = f.units();
   t.is(await f.app.uploads.forgetUnclaimedUploads(new Date(expiry + grace)), 1203);
   t.is(f.units() - units, 3);

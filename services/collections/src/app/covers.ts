@@ -7,7 +7,7 @@
  */
 import {
   AppError, ObjectTooLargeError, coverImages, fetchImageFor, freshCoverKeys, freshStoreKey, readObject, isStoreKey, objectKeyOf,
-  emitObjectsOrphaned, isRasterImage, processImageFor, type Caller,
+  isRasterImage, orphanUploadKeysExpiredBefore, processImageFor, type Caller,
 } from "@cms/platform";
 import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
 import { ownedCollection, type AppContext } from "./context.js";
@@ -84,17 +84,8 @@ export function coverUseCases(app: AppContext) {
      * expired as long ago as an upload session lasts (UPLOAD_SESSION_TTL_MS, a day), the time
      * collections.create or update has to take it up; the cleanup removes what nothing names.
      */
-    async forgetUnclaimedCoverUploads(now: Date): Promise<number> {
-      let forgotten = 0;
-      for (;;) {
-        const keys = await app.unitOfWork(async (s, events) => {
-          const taken = await s.collections.takeCoverUploadKeysExpiredBefore(new Date(now.getTime() - app.config.uploadSessionTtlMs), 500);
-          await emitObjectsOrphaned(events, taken);
-          return taken;
-        });
-        forgotten += keys.length;
-        if (keys.length < 500) return forgotten;
-      }
+    forgetUnclaimedCoverUploads(now: Date): Promise<number> {
+      return orphanUploadKeysExpiredBefore(app.unitOfWork, (s) => s.uploadKeys, new Date(now.getTime() - app.config.uploadSessionTtlMs));
     },
 
     /** The PUT targets of a cover upload (max_bytes: the cover limit) and what to do next. */
@@ -106,7 +97,7 @@ export function coverUseCases(app: AppContext) {
       const storeKey = freshStoreKey(caller.userId, collectionId, filename, `cover.${EXTENSIONS[type] ?? "bin"}`);
       const targets = await mintUploadTargets({ config: app.config, store: app.objects }, { storeKey, contentType: type, contentLength, userId: caller.userId });
       // Recorded before the URL is handed out: an image PUT there that no cover takes up is removed.
-      await app.stores.collections.recordCoverUploadKey(storeKey, caller.userId, targets.expires_at);
+      await app.stores.uploadKeys.record(storeKey, caller.userId, targets.expires_at);
       return {
         targets: { ...targets, max_bytes: COVER_UPLOAD_MAX_BYTES },
         nextStep: "PUT the bytes (no Authorization header), then call collections.update with thumbnail_url set to store_key.",

@@ -5,7 +5,7 @@
  * on the pool (reads, single statements) and inside a unit of work (bound to its transaction).
  */
 import type { Client } from "@connectrpc/connect";
-import type { Config, Logger, ObjectStore, UnitOfWork } from "@cms/platform";
+import type { Config, Logger, ObjectStore, UnitOfWork, UploadKeys } from "@cms/platform";
 import type { MediaService } from "@cms/contracts/media/v1/media_pb";
 import type { SocialService } from "@cms/contracts/social/v1/social_pb";
 import type { AuthService } from "@cms/contracts/auth/v1/auth_pb";
@@ -148,10 +148,6 @@ export interface CollectionsStore {
   browse(scopes: Scope[], who: Searcher, tags: string[], sortBy: SortBy, limit: number, offset: number): Promise<RowPage<CollectionRow>>;
   /** The keys among `keys` that a collection (deleted ones included) holds as its cover. */
   coverKeysAmong(keys: string[]): Promise<string[]>;
-  /** A cover upload's key (collections.get_upload_url), minted with its URL's expiry. */
-  recordCoverUploadKey(storeKey: string, userId: string, expiresAt: Date): Promise<void>;
-  /** Forgets up to `limit` cover upload keys whose URL expired before `before`; their keys. */
-  takeCoverUploadKeysExpiredBefore(before: Date, limit: number): Promise<string[]>;
 }
 
 /** A pending invite with the name of its collection. */
@@ -199,6 +195,8 @@ export interface CollectionsStores {
   collections: CollectionsStore;
   collaborators: CollaboratorsStore;
   steps: PendingStepsStore;
+  /** Keys of cover upload URLs (collections.get_upload_url). */
+  uploadKeys: UploadKeys;
 }
 
 /** The media service as the use cases call it. */

@@ -2,7 +2,7 @@
  * The knex adapter of the collections schema's stores (../app/ports.ts). It works on whatever it
  * is given: the pool, or the transaction of a unit of work.
  */
-import { TtlCache, isUuid, pageWithTotal, prepared, preparedRows, windowTotal, type Queryable } from "@cms/platform";
+import { TtlCache, isUuid, pageWithTotal, prepared, preparedRows, uploadKeysIn, windowTotal, type Queryable } from "@cms/platform";
 import type { CollectionRow } from "../domain/collection-json.js";
 import type {
   CollectionPatch, CollectionsStore, CollectionsStores, CoverRow, ListFilter, NewCollection, RowPage, Scope, Searcher, SortBy,
@@ -455,22 +455,13 @@ export function createCollectionsStore(q: Queryable): CollectionsStore {
       );
       return rows.map((r: { k: string }) => r.k);
     },
-    async recordCoverUploadKey(storeKey, userId, expiresAt) {
-      await q("cover_upload_keys").insert({ store_key: storeKey, user_id: userId, expires_at: expiresAt });
-    },
-    async takeCoverUploadKeysExpiredBefore(before, limit) {
-      const { rows } = await q.raw(
-        `DELETE FROM cover_upload_keys WHERE store_key IN (
-           SELECT store_key FROM cover_upload_keys WHERE expires_at < ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
-         RETURNING store_key`,
-        [before, limit],
-      );
-      return rows.map((r: { store_key: string }) => r.store_key);
-    },
   };
 }
 
 /** Every store of the collections schema over one query runner (the pool, or a unit's transaction). */
 export function createCollectionsStores(q: Queryable): CollectionsStores {
-  return { collections: createCollectionsStore(q), collaborators: createCollaboratorsStore(q), steps: createPendingStepsStore(q) };
+  return {
+    collections: createCollectionsStore(q), collaborators: createCollaboratorsStore(q), steps: createPendingStepsStore(q),
+    uploadKeys: uploadKeysIn(q, "cover_upload_keys"),
+  };
 }

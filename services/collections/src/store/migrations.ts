@@ -1,5 +1,5 @@
 /** The collections schema: collections, likes, slug reservations, purge tombstones, collaborators, pending steps. */
-import { createImmutableUnaccent, type MigrationList } from "@cms/platform";
+import { createImmutableUnaccent, createUploadKeysTable, type MigrationList } from "@cms/platform";
 
 /** The collections schema's migrations, in order (run at start by the launcher). */
 export const collectionsMigrations: MigrationList = [
@@ -173,11 +173,7 @@ export const collectionsMigrations: MigrationList = [
   // to the media service's object cleanup a day after its URL expired.
   ["20270301000100_cover_upload_keys", {
     async up(knex) {
-      await knex.raw(`CREATE TABLE cover_upload_keys (
-        store_key text PRIMARY KEY,
-        user_id text NOT NULL,
-        expires_at timestamptz NOT NULL)`);
-      await knex.raw("CREATE INDEX cover_upload_keys_expiry ON cover_upload_keys (expires_at)");
+      await createUploadKeysTable(knex, "cover_upload_keys");
     },
   }],
 ];

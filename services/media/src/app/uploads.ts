@@ -3,7 +3,7 @@
  * media.get_upload_url (PUT targets for a media file or a thumbnail; with a name, the one-call
  * flow creates the row at mint time, and ./pending-uploads.ts completes it once the bytes land).
  */
-import { AppError, emitObjectsOrphaned, freshStoreKey, isRasterImage, normalizeTags, type Caller } from "@cms/platform";
+import { AppError, freshStoreKey, isRasterImage, normalizeTags, orphanUploadKeysExpiredBefore, type Caller } from "@cms/platform";
 import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, itemName, viewerOfMime } from "../domain/rules.js";
@@ -44,7 +44,7 @@ export function createUploads(
    */
   async function mintUnclaimed(input: Parameters<typeof mintUploadTargets>[1]): Promise<UploadTargets> {
     const targets = await mint(input);
-    await stores.transfers.recordUploadKey(input.storeKey, input.userId, targets.expires_at);
+    await stores.uploadKeys.record(input.storeKey, input.userId, targets.expires_at);
     return targets;
   }
 
@@ -132,17 +132,8 @@ export function createUploads(
    * expired as long ago as a chunked upload session lasts (UPLOAD_SESSION_TTL_MS, a day): the time
    * media.create or media.update has to take it up. The cleanup removes it unless a row names it.
    */
-  async function forgetUnclaimedUploads(now: Date): Promise<number> {
-    let forgotten = 0;
-    for (;;) {
-      const keys = await unitOfWork(async ({ transfers }, events) => {
-        const taken = await transfers.takeUploadKeysExpiredBefore(new Date(now.getTime() - config.uploadSessionTtlMs), 500);
-        await emitObjectsOrphaned(events, taken);
-        return taken;
-      });
-      forgotten += keys.length;
-      if (keys.length < 500) return forgotten;
-    }
+  function forgetUnclaimedUploads(now: Date): Promise<number> {
+    return orphanUploadKeysExpiredBefore(unitOfWork, (s) => s.uploadKeys, new Date(now.getTime() - config.uploadSessionTtlMs));
   }
 
   return { uploadMedia, getUploadUrl, forgetUnclaimedUploads };

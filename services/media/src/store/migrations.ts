@@ -1,5 +1,5 @@
 /** The media schema: media rows (files, links, text notes and sub-collection link rows). */
-import { createImmutableUnaccent, type MigrationList } from "@cms/platform";
+import { createImmutableUnaccent, createUploadKeysTable, type MigrationList } from "@cms/platform";
 
 /** The media schema's migrations, in the order they run. */
 export const mediaMigrations: MigrationList = [
@@ -269,11 +269,7 @@ export const mediaMigrations: MigrationList = [
   // cleanup a day after its URL expired, which removes it unless a row names it by then.
   ["20270301000100_upload_keys", {
     async up(knex) {
-      await knex.raw(`CREATE TABLE upload_keys (
-        store_key text PRIMARY KEY,
-        user_id text NOT NULL,
-        expires_at timestamptz NOT NULL)`);
-      await knex.raw("CREATE INDEX upload_keys_expiry ON upload_keys (expires_at)");
+      await createUploadKeysTable(knex, "upload_keys");
     },
   }],
 ];

@@ -62,11 +62,6 @@ export interface TransferStore {
   insertDownload(d: DownloadSessionRow): Promise<void>;
   download(id: string): Promise<DownloadSessionRow | undefined>;
   deleteExpiredDownloads(now: Date): Promise<number>;
-
-  /** An object-store key an upload URL was minted for, with no row waiting for it (a classic or thumbnail upload). */
-  recordUploadKey(storeKey: string, userId: string, expiresAt: Date): Promise<void>;
-  /** Forgets up to `limit` of those whose URL expired before `before`; their keys. */
-  takeUploadKeysExpiredBefore(before: Date, limit: number): Promise<string[]>;
 }
 
 /** The knex adapter of TransferStore, on the pool or on a unit of work's transaction. */
@@ -160,19 +155,6 @@ export function createTransferStore(q: Queryable): TransferStore {
     },
     async deleteExpiredDownloads(now) {
       return q("download_sessions").where("expires_at", "<", now).delete();
-    },
-
-    async recordUploadKey(storeKey, userId, expiresAt) {
-      await q("upload_keys").insert({ store_key: storeKey, user_id: userId, expires_at: expiresAt });
-    },
-    async takeUploadKeysExpiredBefore(before, limit) {
-      const { rows } = await q.raw(
-        `DELETE FROM upload_keys WHERE store_key IN (
-           SELECT store_key FROM upload_keys WHERE expires_at < ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
-         RETURNING store_key`,
-        [before, limit],
-      );
-      return rows.map((r: { store_key: string }) => r.store_key);
     },
   };
 }
