@@ -205,7 +205,7 @@ export function createCatalogue(
     }
     if (!Object.keys(patch).length) return cur;
     return writing([patch.thumbnail_url, patch.background_image_url], [], () => files.updateRow(cur, patch, (events) =>
-      emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" }), [patch.thumbnail_source ?? null]));
+      emitCollectionUpdated(events, { collectionId: Number(cur.collection_id), kind: "media_updated" }), [patch.thumbnail_source]));
   }
 
   async function replaceMedia(caller: Caller, id: number, input: { sourceUrl: string; name?: string; viewer?: string; thumbnailUrl?: string }): Promise<MediaRow> {

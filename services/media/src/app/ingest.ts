@@ -116,19 +116,21 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
     return { ...await processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, image)), thumbnail_source: key };
   }
 
-  /**
-   * Thumbnails from an http(s) image URL (media.thumbnail_finalize of a URL), fetched through the
-   * SSRF guard; an image that cannot be fetched or processed is a 400 on thumbnail_url.
-   */
-  async function thumbnailsFromRemote(ownerUserId: string, collectionId: number, url: string): Promise<Thumbnails> {
+  /** The stored pair of an http(s) image, fetched through the SSRF guard (a 400 on thumbnail_url when unusable). */
+  async function pairFromRemote(ownerUserId: string, collectionId: number, url: string) {
     const body = await fetchImageFor("thumbnail_url", url, { policy, maxBytes: MAX_IMAGE_BYTES, timeoutMs: 10_000 });
-    return { ...await processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, body)), thumbnail_source: null };
+    return processImageFor("thumbnail_url", () => storeThumbnails(ownerUserId, collectionId, body));
+  }
+
+  /** Thumbnails from an http(s) image URL (media.thumbnail_finalize of a URL): no stored source to consume. */
+  async function thumbnailsFromRemote(ownerUserId: string, collectionId: number, url: string): Promise<Thumbnails> {
+    return { ...await pairFromRemote(ownerUserId, collectionId, url), thumbnail_source: null };
   }
 
   /** Thumbnails from an image URL (a page's preview image); failures leave the item without one. */
   async function thumbnailsFromUrl(ownerUserId: string, collectionId: number, url: string) {
     try {
-      return await thumbnailsFromRemote(ownerUserId, collectionId, url);
+      return await pairFromRemote(ownerUserId, collectionId, url);
     } catch (err) {
       log.info({ err: (err as Error).message, url }, "preview image not usable");
       return undefined;

@@ -82,7 +82,7 @@ export function createStoredFiles(
    * it is made again over the row as it now is, or the objects that write stored would be named by
    * no row and by no event. The row may have been purged since it was read: not_found then.
    */
-  async function updateRow(cur: MediaRow, patch: MediaPatch, emit: (events: EventWriter) => Promise<void>, orphaned: Array<string | null> = []): Promise<MediaRow> {
+  async function updateRow(cur: MediaRow, patch: MediaPatch, emit: (events: EventWriter) => Promise<void>, orphaned: Array<string | null | undefined> = []): Promise<MediaRow> {
     const id = Number(cur.id);
     const columns = OBJECT_COLUMNS.filter((c) => patch[c] !== undefined);
     for (let attempt = 1, read = cur; ; attempt++) {

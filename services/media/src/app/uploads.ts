@@ -40,7 +40,7 @@ export function createUploads(
 
   /**
    * PUT targets for a key no row waits for (the classic and thumbnail flows): the key is recorded
-   * first, so that an object PUT there that nothing takes up is removed (forgetUnadoptedUploads).
+   * first, so that an object PUT there that nothing takes up is removed (forgetUnclaimedUploads).
    */
   async function mintUnclaimed(input: Parameters<typeof mintUploadTargets>[1]): Promise<UploadTargets> {
     const targets = await mint(input);
