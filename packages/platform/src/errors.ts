@@ -108,13 +108,18 @@ export const errors = {
     new AppError("not_implemented", `The operation ${op} is declared in the contract but not implemented by this server yet.`),
 };
 
-/** The contract's 503 for a dependency that went away: the one sentence every such failure answers. */
+/** The contract's 503 for a dependency that went away or ran out of room: the one sentence every such failure answers. */
 const unavailable = () => new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
 
-/** SQLSTATEs of a lost or refused database connection, an engine shutting down or a failover. */
-const TRANSIENT_SQLSTATE = /^(08...|57P0[1-4]|53300|25006)$/;
-/** Node socket errors of a peer that went away or never answered. */
+/**
+ * SQLSTATEs of a lost or refused database connection, an engine shutting down or a failover, and
+ * of class 53, insufficient resources (a full disk, out of memory, too many connections): the
+ * database cannot take the statement now, and an operator's or time's fix makes the same one work.
+ */
+const TRANSIENT_SQLSTATE = /^(08...|57P0[1-4]|53...|25006)$/;
+/** Node errors of a peer that went away or never answered, and of a full disk or quota under the file store. */
 const TRANSIENT_ERRNO = new Set([
+  "ENOSPC", "EDQUOT",
   "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED", "UND_ERR_SOCKET", "UND_ERR_CONNECT_TIMEOUT",
   // An HTTP/2 connection to a service that died or went away mid-call.
   "ERR_HTTP2_STREAM_ERROR", "ERR_HTTP2_SESSION_ERROR", "ERR_HTTP2_GOAWAY_SESSION", "ERR_HTTP2_INVALID_SESSION", "ERR_HTTP2_STREAM_CANCEL", "ERR_STREAM_PREMATURE_CLOSE",
@@ -130,7 +135,8 @@ const TRANSIENT_MESSAGE = new RegExp([
 
 /**
  * Whether a failure is a dependency going away (a database connection terminated, the engine
- * restarting, a pool that cannot connect, a peer resetting the socket) rather than a bug: such a
+ * restarting, a pool that cannot connect, a peer resetting the socket) or out of room (a full
+ * disk under the file store or the database) rather than a bug: such a
  * failure is the contract's 503 `unavailable`, safe to retry, never a 500 carrying a driver's
  * message. Looks through `cause` chains (knex and Connect wrap the driver's error).
  */

@@ -178,10 +178,28 @@ test("a dependency going away is transient: lost connections, engine shutdown, p
   t.true(isTransientFailure(new Error("insert failed", { cause: pgError("read ECONNRESET", "ECONNRESET") })), "through a cause");
 });
 
+test("a full disk or quota is transient: the file store's ENOSPC and EDQUOT, PostgreSQL's insufficient resources (class 53)", (t) => {
+  // As node:fs raises them (the message names the call, and for a path the path).
+  t.true(isTransientFailure(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" })));
+  t.true(isTransientFailure(Object.assign(new Error("EDQUOT: disk quota exceeded, open '/data/objects/.tmp/x.tmp'"), { code: "EDQUOT", errno: -122, syscall: "open" })));
+  t.true(isTransientFailure(pgError("could not extend file \"base/16384/16385\": No space left on device", "53100")));
+  t.true(isTransientFailure(pgError("out of memory", "53200")));
+  t.true(isTransientFailure(pgError("out of shared memory", "53200")));
+  t.true(isTransientFailure(new Error("put failed", { cause: Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" }) })), "through a cause");
+  // Answered as 503 with the one sentence, never the path or the driver's words.
+  const full = fromConnectError(toConnectError(Object.assign(new Error("ENOSPC: no space left on device, open '/data/objects/.tmp/x.tmp'"), { code: "ENOSPC" })));
+  t.is(full.code, "unavailable");
+  t.is(full.status, 503);
+  t.notRegex(JSON.stringify(full.toBody()), /ENOSPC|\/data/);
+});
+
 test("bugs and bad input are not transient", (t) => {
   t.false(isTransientFailure(pgError("value \"99999999999\" is out of range for type integer", "22003")));
   t.false(isTransientFailure(pgError("duplicate key value violates unique constraint", "23505")));
   t.false(isTransientFailure(pgError("deadlock detected", "40P01")));
+  t.false(isTransientFailure(pgError("program limit exceeded", "54000")));
+  t.false(isTransientFailure(Object.assign(new Error("ENOENT: no such file or directory, open 'x'"), { code: "ENOENT" })));
+  t.false(isTransientFailure(Object.assign(new Error("EACCES: permission denied, open 'x'"), { code: "EACCES" })));
   t.false(isTransientFailure(new TypeError("Cannot read properties of undefined")));
   t.false(isTransientFailure(undefined));
   t.false(isTransientFailure("a string"));

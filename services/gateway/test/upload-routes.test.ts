@@ -1,12 +1,15 @@
 /**
- * The PUT target's answer when the object store fails: a store that loses its connection after
- * the whole body arrived is the contract's retryable 503 unavailable, not the client's 400 (a
- * client that goes away mid-body is the e2e uploads test's "a body cut short leaves nothing").
+ * The PUT target's answer when the object store fails: a store that loses its connection, or
+ * whose disk is full, is the contract's retryable 503 unavailable, after the whole body arrived
+ * or before it, not the client's 400; a client that goes away mid-body is the 400 (nobody reads
+ * it, and it is not logged as a failure of ours; that nothing is stored then is the e2e uploads
+ * test's "a body cut short leaves nothing").
  */
 import test from "ava";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Readable } from "node:stream";
+import { Writable, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { signGrant, type Logger, type ObjectStore } from "@cms/platform";
 import { createUploadHandler } from "../src/http/upload-routes.ts";
 
@@ -15,6 +18,11 @@ const quiet = { debug() {}, info() {}, warn() {}, error() {}, child() { return q
 
 /** A store whose put reads the body to its end (or until it fails), then fails with ECONNRESET. */
 function resettingStore(seen: { bytes: number; bodyError?: string }): ObjectStore {
+  return failingStore(seen, () => Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }));
+}
+
+/** A store whose put reads the body to its end (or until it fails), then fails with `failure()`. */
+function failingStore(seen: { bytes: number; bodyError?: string }, failure: () => Error): ObjectStore {
   return {
     kind: "s3",
     async put(_key: string, body: Buffer | Readable) {
@@ -24,7 +32,7 @@ function resettingStore(seen: { bytes: number; bodyError?: string }): ObjectStor
         seen.bodyError = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
         throw err;
       }
-      throw Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+      throw failure();
     },
     async get() { return undefined; },
     async head() { return undefined; },
@@ -34,12 +42,38 @@ function resettingStore(seen: { bytes: number; bodyError?: string }): ObjectStor
   } as ObjectStore;
 }
 
-async function serve(t: import("ava").ExecutionContext, store: ObjectStore) {
-  const handle = createUploadHandler({ store, grantSecret: SECRET, log: quiet });
-  const server = http.createServer((req, res) => { void handle(req, res, req.url!.slice(1)); });
+/** The handler on a port; `answered` gets each answer's status, whether or not the client was there to read it. */
+async function serve(t: import("ava").ExecutionContext, store: ObjectStore, log: Logger = quiet, answered: number[] = []) {
+  const handle = createUploadHandler({ store, grantSecret: SECRET, log });
+  const server = http.createServer((req, res) => {
+    const writeHead = res.writeHead.bind(res);
+    res.writeHead = ((status: number, ...rest: unknown[]) => { answered.push(status); return (writeHead as (...a: unknown[]) => typeof res)(status, ...rest); }) as typeof res.writeHead;
+    void handle(req, res, req.url!.slice(1));
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   t.teardown(() => server.close());
   return (server.address() as AddressInfo).port;
+}
+
+/** A store whose writes fail with ENOSPC once `room` bytes of the body were read. */
+function fillingStore(room: number, seen: { bytes: number }): ObjectStore {
+  return {
+    kind: "fs",
+    async put(_key: string, body: Buffer | Readable) {
+      await pipeline(body as Readable, new Writable({
+        write(chunk: Buffer, _enc, cb) {
+          seen.bytes += chunk.length;
+          cb(seen.bytes > room ? Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" }) : null);
+        },
+      }));
+      throw new Error("the body fitted; the test wants it not to");
+    },
+    async get() { return undefined; },
+    async head() { return undefined; },
+    async delete() {},
+    async presignPut() { return undefined; },
+    close() {},
+  } as ObjectStore;
 }
 
 const grant = (length: number) => signGrant(SECRET, { purpose: "upload", exp: Date.now() + 60_000, key: "u/1/file.bin", content_type: "application/octet-stream", content_length: length, user_id: "u" });
@@ -54,4 +88,49 @@ test("the store losing its connection after the whole body arrived is 503 unavai
   t.is(answer.error, "unavailable");
   t.truthy(res.headers.get("retry-after"));
   t.is(seen.bytes, body.length);
+});
+
+test("a full disk under the store is 503 unavailable, retryable, with the store's error logged and not answered", async (t) => {
+  const seen = { bytes: 0 };
+  const logged: unknown[] = [];
+  const log = { ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } } as unknown as Logger;
+  const port = await serve(t, failingStore(seen, () => Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" })), log);
+  const body = Buffer.alloc(5000, 1);
+  const res = await fetch(`http://127.0.0.1:${port}/${encodeURIComponent(grant(body.length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream" }, body });
+  t.is(res.status, 503);
+  const answer = await res.json() as { error: string; detail: string };
+  t.is(answer.error, "unavailable");
+  t.notRegex(answer.detail, /ENOSPC|no space/);
+  t.truthy(res.headers.get("retry-after"));
+  t.is((logged[0] as NodeJS.ErrnoException | undefined)?.code, "ENOSPC", "the operator sees the cause");
+});
+
+test("a disk filling up mid-body is 503 unavailable too, answered to the client still sending, not its 400", async (t) => {
+  const seen = { bytes: 0 };
+  const port = await serve(t, fillingStore(1_000_000, seen));
+  const body = Buffer.alloc(20_000_000, 1);
+  const res = await fetch(`http://127.0.0.1:${port}/${encodeURIComponent(grant(body.length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream" }, body });
+  t.is(res.status, 503);
+  t.is((await res.json() as { error: string }).error, "unavailable");
+  t.truthy(res.headers.get("retry-after"));
+  t.true(seen.bytes < body.length, "the store failed before the whole body arrived");
+});
+
+test("a client cutting its body short is the client's 400, not logged as a failure of ours", async (t) => {
+  const seen = { bytes: 0 };
+  const answered: number[] = [];
+  const logged: unknown[] = [];
+  const log = { ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } } as unknown as Logger;
+  const port = await serve(t, fillingStore(Infinity, seen), log, answered);
+  const length = 200_000;
+  await new Promise<void>((resolve) => {
+    const req = http.request(`http://127.0.0.1:${port}/${encodeURIComponent(grant(length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream", "content-length": length } });
+    req.on("error", () => resolve());
+    req.on("close", () => resolve());
+    req.write(Buffer.alloc(50_000, 1), () => setTimeout(() => req.destroy(), 50));
+  });
+  for (let i = 0; i < 100 && !answered.length; i++) await new Promise((r) => setTimeout(r, 20));
+  t.deepEqual(answered, [400]);
+  t.deepEqual(logged, []);
+  t.is(seen.bytes, 50_000);
 });

@@ -51,10 +51,12 @@ export function createUploadHandler(deps: { store: ObjectStore; grantSecret: str
       } catch (err) {
         if (err instanceof ObjectLengthMismatchError) throw new AppError("invalid_request", `The body did not match Content-Length: ${err.message}.`, { field: "Content-Length" });
         if (err instanceof ObjectTooLargeError) throw new AppError("payload_too_large", err.message);
-        // The client went away mid-body: the store kept nothing. Once the whole body arrived, a
-        // reset is the object store's (S3 closing its connection), which is a retryable
-        // unavailable (503), not the client's fault.
-        if (!req.complete && (req.destroyed || (err as { code?: string }).code === "ECONNRESET")) {
+        // The client went away mid-body (its connection is gone): the store kept nothing, and
+        // the answer reaches no one. A store failing on its own (a full disk, S3 resetting its
+        // connection) is answered as what it is, a retryable unavailable (503), before the whole
+        // body arrived too: the store destroys the body it was reading (which lets go of its
+        // socket), not the connection the answer goes out on.
+        if (!req.complete && (res.socket?.destroyed ?? true)) {
           throw new AppError("invalid_request", "The upload was interrupted before the whole body arrived; nothing was stored.", { field: "Content-Length" });
         }
         throw err;
