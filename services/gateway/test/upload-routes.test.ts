@@ -16,6 +16,19 @@ import { createUploadHandler } from "../src/http/upload-routes.ts";
 const SECRET = "upload-routes-test-secret";
 const quiet = { debug() {}, info() {}, warn() {}, error() {}, child() { return quiet; } } as unknown as Logger;
 
+/** A store that only takes puts, by `put` (reads find nothing). */
+function storeWith(kind: ObjectStore["kind"], put: (key: string, body: Buffer | Readable) => Promise<never>): ObjectStore {
+  return {
+    kind,
+    put,
+    async get() { return undefined; },
+    async head() { return undefined; },
+    async delete() {},
+    async presignPut() { return undefined; },
+    close() {},
+  } as unknown as ObjectStore;
+}
+
 /** A store whose put reads the body to its end (or until it fails), then fails with ECONNRESET. */
 function resettingStore(seen: { bytes: number; bodyError?: string }): ObjectStore {
   return failingStore(seen, () => Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }));
@@ -23,23 +36,28 @@ function resettingStore(seen: { bytes: number; bodyError?: string }): ObjectStor
 
 /** A store whose put reads the body to its end (or until it fails), then fails with `failure()`. */
 function failingStore(seen: { bytes: number; bodyError?: string }, failure: () => Error): ObjectStore {
-  return {
-    kind: "s3",
-    async put(_key: string, body: Buffer | Readable) {
-      try {
-        for await (const chunk of body as Readable) seen.bytes += (chunk as Buffer).length;
-      } catch (err) {
-        seen.bodyError = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-        throw err;
-      }
-      throw failure();
-    },
-    async get() { return undefined; },
-    async head() { return undefined; },
-    async delete() {},
-    async presignPut() { return undefined; },
-    close() {},
-  } as ObjectStore;
+  return storeWith("s3", async (_key, body) => {
+    try {
+      for await (const chunk of body as Readable) seen.bytes += (chunk as Buffer).length;
+    } catch (err) {
+      seen.bodyError = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw err;
+    }
+    throw failure();
+  });
+}
+
+/** A store whose writes fail with ENOSPC once `room` bytes of the body were read. */
+function fillingStore(room: number, seen: { bytes: number }): ObjectStore {
+  return storeWith("fs", async (_key, body) => {
+    await pipeline(body as Readable, new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        seen.bytes += chunk.length;
+        cb(seen.bytes > room ? Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" }) : null);
+      },
+    }));
+    throw new Error("the body fitted; the test wants it not to");
+  });
 }
 
 /** The handler on a port; `answered` gets each answer's status, whether or not the client was there to read it. */
@@ -53,27 +71,6 @@ async function serve(t: import("ava").ExecutionContext, store: ObjectStore, log:
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   t.teardown(() => server.close());
   return (server.address() as AddressInfo).port;
-}
-
-/** A store whose writes fail with ENOSPC once `room` bytes of the body were read. */
-function fillingStore(room: number, seen: { bytes: number }): ObjectStore {
-  return {
-    kind: "fs",
-    async put(_key: string, body: Buffer | Readable) {
-      await pipeline(body as Readable, new Writable({
-        write(chunk: Buffer, _enc, cb) {
-          seen.bytes += chunk.length;
-          cb(seen.bytes > room ? Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" }) : null);
-        },
-      }));
-      throw new Error("the body fitted; the test wants it not to");
-    },
-    async get() { return undefined; },
-    async head() { return undefined; },
-    async delete() {},
-    async presignPut() { return undefined; },
-    close() {},
-  } as ObjectStore;
 }
 
 const grant = (length: number) => signGrant(SECRET, { purpose: "upload", exp: Date.now() + 60_000, key: "u/1/file.bin", content_type: "application/octet-stream", content_length: length, user_id: "u" });
@@ -117,11 +114,11 @@ test("a disk filling up mid-body is 503 unavailable too, answered to the client 
 });
 
 test("a client cutting its body short is the client's 400, not logged as a failure of ours", async (t) => {
-  const seen = { bytes: 0 };
+  const seen: { bytes: number; bodyError?: string } = { bytes: 0 };
   const answered: number[] = [];
   const logged: unknown[] = [];
   const log = { ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } } as unknown as Logger;
-  const port = await serve(t, fillingStore(Infinity, seen), log, answered);
+  const port = await serve(t, resettingStore(seen), log, answered);
   const length = 200_000;
   await new Promise<void>((resolve) => {
     const req = http.request(`http://127.0.0.1:${port}/${encodeURIComponent(grant(length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream", "content-length": length } });
@@ -133,4 +130,5 @@ test("a client cutting its body short is the client's 400, not logged as a failu
   t.deepEqual(answered, [400]);
   t.deepEqual(logged, []);
   t.is(seen.bytes, 50_000);
+  t.is(seen.bodyError, "ECONNRESET", "the store saw the body fail, the client's leaving");
 });
