@@ -49,6 +49,9 @@ export function createUploadHandler(deps: { store: ObjectStore; grantSecret: str
       try {
         info = await deps.store.put(grant.key, req, { contentType: grant.content_type, contentLength: length, maxBytes: MAX_PUT_BYTES });
       } catch (err) {
+        // The store stopped reading before the body's end, and destroyed the body's stream:
+        // nothing else reads this connection now. The answer closes it.
+        if (!req.complete) res.setHeader("connection", "close");
         if (err instanceof ObjectLengthMismatchError) throw new AppError("invalid_request", `The body did not match Content-Length: ${err.message}.`, { field: "Content-Length" });
         if (err instanceof ObjectTooLargeError) throw new AppError("payload_too_large", err.message);
         // The client went away mid-body (its connection is gone): the store kept nothing, and
