@@ -159,22 +159,27 @@ test("a disk filling up mid-body is 503 unavailable too, answered to the client 
   t.true(await connectionsClosed(server, 10_000), "the connection closed");
 });
 
-test("a client cutting its body short is the client's 400, not logged as a failure of ours", async (t) => {
-  const seen: { bytes: number; bodyError?: string } = { bytes: 0 };
-  const answered: number[] = [];
-  const logged: unknown[] = [];
-  const log = { ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } } as unknown as Logger;
-  const { port } = await serve(t, resettingStore(seen), log, answered);
-  const length = 200_000;
-  await new Promise<void>((resolve) => {
-    const req = http.request(`http://127.0.0.1:${port}/${encodeURIComponent(grant(length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream", "content-length": length } });
-    req.on("error", () => resolve());
-    req.on("close", () => resolve());
-    req.write(Buffer.alloc(50_000, 1), () => setTimeout(() => req.destroy(), 50));
+for (const [how, leave] of [
+  ["closing its connection", (req: http.ClientRequest) => req.destroy()],
+  ["half-closing it (its end sent, its answer awaited)", (req: http.ClientRequest) => req.socket?.end()],
+] as const) {
+  test(`a client cutting its body short, ${how}, is the client's 400, not logged as a failure of ours`, async (t) => {
+    const seen: { bytes: number; bodyError?: string } = { bytes: 0 };
+    const answered: number[] = [];
+    const logged: unknown[] = [];
+    const log = { ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } } as unknown as Logger;
+    const { port } = await serve(t, resettingStore(seen), log, answered);
+    const length = 200_000;
+    await new Promise<void>((resolve) => {
+      const req = http.request(`http://127.0.0.1:${port}/${encodeURIComponent(grant(length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream", "content-length": length } });
+      req.on("error", () => resolve());
+      req.on("close", () => resolve());
+      req.write(Buffer.alloc(50_000, 1), () => setTimeout(() => leave(req), 50));
+    });
+    for (let i = 0; i < 100 && !answered.length; i++) await new Promise((r) => setTimeout(r, 20));
+    t.deepEqual(answered, [400]);
+    t.deepEqual(logged, []);
+    t.is(seen.bytes, 50_000);
+    t.is(seen.bodyError, "ECONNRESET", "the store saw the body fail, the client's leaving");
   });
-  for (let i = 0; i < 100 && !answered.length; i++) await new Promise((r) => setTimeout(r, 20));
-  t.deepEqual(answered, [400]);
-  t.deepEqual(logged, []);
-  t.is(seen.bytes, 50_000);
-  t.is(seen.bodyError, "ECONNRESET", "the store saw the body fail, the client's leaving");
-});
+}
