@@ -303,6 +303,35 @@ function clampRange(size: number, range: { start: number; end: number } | undefi
   return start <= end ? { start, end } : undefined;
 }
 
+/** What writeAll needs of a file handle (node:fs/promises' FileHandle has it). */
+export interface PositionalWriter {
+  writev(buffers: Buffer[], position: number): Promise<{ bytesWritten: number }>;
+}
+
+/**
+ * Writes `parts` from the file's start, whole. A write may take fewer bytes than it was given
+ * (a disk filling up writes what fits): the rest is written again from where it stopped, so the
+ * file system's own error says why it cannot go on (ENOSPC, EDQUOT), which callers answer as a
+ * full disk, instead of a short count. Exported for its tests.
+ */
+export async function writeAll(fh: PositionalWriter, parts: Buffer[]): Promise<void> {
+  const total = parts.reduce((n, b) => n + b.length, 0);
+  let written = 0;
+  while (written < total) {
+    let skip = written;
+    const rest: Buffer[] = [];
+    for (const b of parts) {
+      if (skip >= b.length) { skip -= b.length; continue; }
+      rest.push(skip ? b.subarray(skip) : b);
+      skip = 0;
+    }
+    const { bytesWritten } = await fh.writev(rest, written);
+    // No progress and no error: nothing says a retry would differ.
+    if (bytesWritten <= 0) throw new Error(`the object store's file took no bytes at ${written} of ${total}`);
+    written += bytesWritten;
+  }
+}
+
 // EISDIR: a key can name a folder of the store (a user's or a collection's), which is no object.
 const isMissing = (err: unknown) => ["ENOENT", "ENOTDIR", "EISDIR"].includes((err as NodeJS.ErrnoException).code ?? "");
 
@@ -409,12 +438,9 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
           // third of the CPU of the stream path.
           sha256 = checkedBuffer(body, opts);
           const trailer = trailerOf(sha256);
-          const parts = trailer ? [body, trailer] : [body];
-          const total = body.length + (trailer?.length ?? 0);
           const fh = await open(tmp, "w");
           try {
-            const { bytesWritten } = await fh.writev(parts, 0);
-            if (bytesWritten !== total) throw new Error(`short write to the object store: ${bytesWritten} of ${total} bytes`);
+            await writeAll(fh, trailer ? [body, trailer] : [body]);
             await fh.sync();
           } finally {
             await fh.close();

@@ -24,9 +24,12 @@ import {
   objectKeyOf,
   removeStaleTemporaries,
   STALE_TEMPORARY_MS,
+  writeAll,
   type ObjectStore,
+  type PositionalWriter,
   type PutOptions,
 } from "../src/object-store.ts";
+import { isTransientFailure } from "../src/errors.ts";
 import { loadConfig } from "../src/config.ts";
 import { besideModule, nodeArgsOf } from "../../../test/helpers/paths.ts";
 
@@ -672,3 +675,46 @@ test("isStoreKey", (t) => {
   t.false(isStoreKey("STORE://a"));
   t.false(isStoreKey(" store://a"));
 });
+
+/** A file of `room` bytes at most, taking at most `perCall` bytes a write: what it holds, the positions asked. */
+function smallFile(perCall: number, room = Infinity): PositionalWriter & { bytes: Buffer; positions: number[] } {
+  const file = {
+    bytes: Buffer.alloc(0),
+    positions: [] as number[],
+    async writev(buffers: Buffer[], position: number) {
+      file.positions.push(position);
+      if (position !== file.bytes.length) throw new Error(`asked to write at ${position}, the file holds ${file.bytes.length}`);
+      const fits = Math.min(perCall, room - position);
+      if (fits <= 0) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" });
+      const taken = Buffer.concat(buffers).subarray(0, fits);
+      file.bytes = Buffer.concat([file.bytes, taken]);
+      return { bytesWritten: taken.length };
+    },
+  };
+  return file;
+}
+
+test("writeAll: a write taking fewer bytes than given goes on from where it stopped, across the parts, until all is written", async (t) => {
+  const body = randomBytes(20);
+  const trailer = Buffer.from("trail");
+  const file = smallFile(7);
+  await writeAll(file, [body, trailer]);
+  t.deepEqual(file.bytes, Buffer.concat([body, trailer]));
+  t.deepEqual(file.positions, [0, 7, 14, 21]);
+  // One call when the whole fits, as before.
+  const whole = smallFile(Infinity);
+  await writeAll(whole, [body, trailer]);
+  t.deepEqual(whole.positions, [0]);
+});
+
+test("writeAll: a disk filling up mid-write ends in the file system's ENOSPC (a full disk, answered 503), not a short count", async (t) => {
+  const file = smallFile(1 << 20, 1000);
+  const err = await t.throwsAsync(writeAll(file, [randomBytes(4000), Buffer.from("trailer")]));
+  t.is((err as NodeJS.ErrnoException).code, "ENOSPC");
+  t.true(isTransientFailure(err));
+  t.deepEqual(file.positions, [0, 1000], "the part that fitted, then the rest refused");
+  // A write that takes nothing and says nothing is an error too, not a loop.
+  const stuck: PositionalWriter = { async writev() { return { bytesWritten: 0 }; } };
+  await t.throwsAsync(writeAll(stuck, [Buffer.from("x")]), { message: /took no bytes at 0 of 1/ });
+});
+
