@@ -48,10 +48,12 @@ export function uploadKeysIn(q: Queryable, table: string): UploadKeys {
 }
 
 /**
- * Hands every key whose URL expired before `before` to media.objects.orphaned, a unit of work per
- * batch (the keys leave the table with their event); how many went.
+ * Hands every key whose URL expired more than `graceMs` before `now` to media.objects.orphaned, a
+ * unit of work per batch (the keys leave the table with their event); how many went. The grace is
+ * UPLOAD_SESSION_TTL_MS (a day) in both services: the time a write has to take an upload up.
  */
-export async function orphanUploadKeysExpiredBefore<S>(unitOfWork: UnitOfWork<S>, keysOf: (stores: S) => UploadKeys, before: Date): Promise<number> {
+export async function orphanUnclaimedUploadKeys<S>(unitOfWork: UnitOfWork<S>, keysOf: (stores: S) => UploadKeys, now: Date, graceMs: number): Promise<number> {
+  const before = new Date(now.getTime() - graceMs);
   let orphaned = 0;
   for (;;) {
     const taken = await unitOfWork(async (stores, events) => {

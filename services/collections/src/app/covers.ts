@@ -7,7 +7,7 @@
  */
 import {
   AppError, ObjectTooLargeError, coverImages, fetchImageFor, freshCoverKeys, freshStoreKey, readObject, isStoreKey, objectKeyOf,
-  isRasterImage, orphanUploadKeysExpiredBefore, processImageFor, type Caller,
+  isRasterImage, orphanUnclaimedUploadKeys, processImageFor, type Caller,
 } from "@cms/platform";
 import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
 import { ownedCollection, type AppContext } from "./context.js";
@@ -79,13 +79,9 @@ export function coverUseCases(app: AppContext) {
     storeCover,
     withStoredCover,
 
-    /**
-     * The retention job's part for cover uploads: each key goes to the object cleanup once its URL
-     * expired as long ago as an upload session lasts (UPLOAD_SESSION_TTL_MS, a day), the time
-     * collections.create or update has to take it up; the cleanup removes what nothing names.
-     */
+    /** The retention job's part for cover uploads collections.create or update never took up. */
     forgetUnclaimedCoverUploads(now: Date): Promise<number> {
-      return orphanUploadKeysExpiredBefore(app.unitOfWork, (s) => s.uploadKeys, new Date(now.getTime() - app.config.uploadSessionTtlMs));
+      return orphanUnclaimedUploadKeys(app.unitOfWork, (s) => s.uploadKeys, now, app.config.uploadSessionTtlMs);
     },
 
     /** The PUT targets of a cover upload (max_bytes: the cover limit) and what to do next. */

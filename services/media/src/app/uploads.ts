@@ -3,7 +3,7 @@
  * media.get_upload_url (PUT targets for a media file or a thumbnail; with a name, the one-call
  * flow creates the row at mint time, and ./pending-uploads.ts completes it once the bytes land).
  */
-import { AppError, freshStoreKey, isRasterImage, normalizeTags, orphanUploadKeysExpiredBefore, type Caller } from "@cms/platform";
+import { AppError, freshStoreKey, isRasterImage, normalizeTags, orphanUnclaimedUploadKeys, type Caller } from "@cms/platform";
 import { mintUploadTargets, type UploadTargets } from "@cms/platform/upload-urls";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, itemName, viewerOfMime } from "../domain/rules.js";
@@ -127,13 +127,9 @@ export function createUploads(
     };
   }
 
-  /**
-   * The upload_cleanup job's part for those keys: each goes to the object cleanup once its URL
-   * expired as long ago as a chunked upload session lasts (UPLOAD_SESSION_TTL_MS, a day): the time
-   * media.create or media.update has to take it up. The cleanup removes it unless a row names it.
-   */
+  /** The upload_cleanup job's part for those keys, media.create or media.update never took up. */
   function forgetUnclaimedUploads(now: Date): Promise<number> {
-    return orphanUploadKeysExpiredBefore(unitOfWork, (s) => s.uploadKeys, new Date(now.getTime() - config.uploadSessionTtlMs));
+    return orphanUnclaimedUploadKeys(unitOfWork, (s) => s.uploadKeys, now, config.uploadSessionTtlMs);
   }
 
   return { uploadMedia, getUploadUrl, forgetUnclaimedUploads };
