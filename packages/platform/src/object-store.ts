@@ -521,7 +521,18 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
   };
 }
 
-export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
+/**
+ * How long the S3 client waits for a connection, and for the answer to a request whose body no
+ * client of ours paces (every call but a streamed PUT, answered only after the last byte an
+ * uploader sends). Without them a black-holed endpoint, or a kept-alive socket a middlebox forgot,
+ * holds a call until TCP gives up (minutes): past the gateway's 60 s call timeout, and for ever on
+ * a download, which the gateway streams without one. The SDK makes three attempts, so a call
+ * fails within 3 x 15 s, answered 503 (isTransientFailure).
+ */
+export interface S3Timeouts { connectMs: number; answerMs: number }
+export const S3_TIMEOUTS: S3Timeouts = { connectMs: 5_000, answerMs: 15_000 };
+
+export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = S3_TIMEOUTS): Promise<ObjectStore> {
   const s3 = await import("@aws-sdk/client-s3");
   const { getSignedUrl } = await import("@aws-sdk/s3-request-presigner");
   const { Upload } = await import("@aws-sdk/lib-storage");
@@ -534,7 +545,23 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
     requestChecksumCalculation: "WHEN_REQUIRED" as const,
     responseChecksumValidation: "WHEN_REQUIRED" as const,
   };
-  const client = new s3.S3Client({ ...common, endpoint: cfg.endpoint });
+  const client = new s3.S3Client({
+    ...common,
+    endpoint: cfg.endpoint,
+    requestHandler: {
+      connectionTimeout: timeouts.connectMs,
+      // The answer's timeout is given per call (`answered`); this makes it an error, not a warning.
+      throwOnRequestTimeout: true,
+      // The SDK's agent allows 50 sockets to the endpoint: a download holds one for as long as its
+      // client takes to read it (and an upload while its client sends), so 50 slow readers held up
+      // every other call of the process (a HEAD, a thumbnail's read, a chunk's write) behind them.
+      // The client connections the gateway serves already bound how many run at once.
+      httpAgent: { maxSockets: Infinity },
+      httpsAgent: { maxSockets: Infinity },
+    },
+  });
+  /** Options of a call answered without waiting on a client of ours: its answer's timeout. */
+  const answered = { requestTimeout: timeouts.answerMs };
   // Every request to the object store is a CLIENT span and a counted outbound call ("s3" peer,
   // the command as operation), retries included.
   client.middlewareStack.add((next, ctx) => (args) => traceOutbound("s3", String(ctx.commandName ?? "command").replace(/Command$/, ""), {
@@ -547,9 +574,9 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
   }, () => next(args)), { step: "initialize", name: "cmsTelemetry" });
   const presigner = new s3.S3Client({ ...common, endpoint: cfg.publicEndpoint });
   try {
-    await client.send(new s3.HeadBucketCommand({ Bucket: cfg.bucket }));
+    await client.send(new s3.HeadBucketCommand({ Bucket: cfg.bucket }), answered);
   } catch {
-    await client.send(new s3.CreateBucketCommand({ Bucket: cfg.bucket })).catch(async (err) => {
+    await client.send(new s3.CreateBucketCommand({ Bucket: cfg.bucket }), answered).catch(async (err) => {
       if (!/BucketAlready/.test(String((err as Error).name))) throw err;
     });
   }
@@ -568,7 +595,7 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
         const sha256 = checkedBuffer(body, opts);
         // A PUT is visible when it answers: nothing is sent before the gate.
         await opts.visibleAfter;
-        const res = await client.send(new s3.PutObjectCommand({ Bucket, Key, Body: body, ContentType: opts.contentType, ContentLength: body.length }));
+        const res = await client.send(new s3.PutObjectCommand({ Bucket, Key, Body: body, ContentType: opts.contentType, ContentLength: body.length }), answered);
         return { contentType: opts.contentType, size: body.length, etag: (res.ETag ?? "").replaceAll('"', ""), sha256 };
       }
       // A stream can fail half-way, and some S3-compatible servers keep what they received of an
@@ -586,25 +613,25 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
         : new Upload({ client, params: { Bucket, Key: TmpKey, Body: pass, ContentType: opts.contentType }, abortController: abort }).done();
       const [pipeResult, sendResult] = await Promise.allSettled([piped, send]);
       if (pipeResult.status === "rejected" || sendResult.status === "rejected") {
-        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey })).catch(() => {});
+        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey }), answered).catch(() => {});
         throw pipeResult.status === "rejected" ? pipeResult.reason : (sendResult as PromiseRejectedResult).reason;
       }
       try {
         await opts.visibleAfter;
         const copied = await client.send(new s3.CopyObjectCommand({
           Bucket, Key, CopySource: `${Bucket}/${TmpKey}`, ContentType: opts.contentType, MetadataDirective: "REPLACE",
-        }));
+        }), answered);
         const etag = (copied.CopyObjectResult?.ETag ?? "").replaceAll('"', "");
         return { contentType: opts.contentType, size: m.bytes, etag, sha256: m.sha256() };
       } finally {
-        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey })).catch(() => {});
+        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey }), answered).catch(() => {});
       }
     },
     async get(key, range) {
       try {
         const res = await client.send(new s3.GetObjectCommand({
           Bucket, Key: objectKeyOf(key), Range: range ? `bytes=${range.start}-${range.end}` : undefined,
-        }));
+        }), answered);
         const info = toInfo(res);
         if (range) {
           const total = /\/(\d+)$/.exec(res.ContentRange ?? "")?.[1];
@@ -618,7 +645,7 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
     },
     async head(key) {
       try {
-        return toInfo(await client.send(new s3.HeadObjectCommand({ Bucket, Key: objectKeyOf(key) })));
+        return toInfo(await client.send(new s3.HeadObjectCommand({ Bucket, Key: objectKeyOf(key) }), answered));
       } catch (err) {
         if ((err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404 || (err as Error).name === "NotFound") return undefined;
         throw err;
@@ -627,8 +654,8 @@ export async function createS3ObjectStore(cfg: S3Config): Promise<ObjectStore> {
     async delete(keys) {
       for (let i = 0; i < keys.length; i += 1000) {
         const batch = keys.slice(i, i + 1000).map((k) => ({ Key: objectKeyOf(k) }));
-        if (batch.length === 1) await client.send(new s3.DeleteObjectCommand({ Bucket, Key: batch[0]!.Key }));
-        else if (batch.length) await client.send(new s3.DeleteObjectsCommand({ Bucket, Delete: { Objects: batch } }));
+        if (batch.length === 1) await client.send(new s3.DeleteObjectCommand({ Bucket, Key: batch[0]!.Key }), answered);
+        else if (batch.length) await client.send(new s3.DeleteObjectsCommand({ Bucket, Delete: { Objects: batch } }), answered);
       }
     },
     async presignPut(key, opts) {

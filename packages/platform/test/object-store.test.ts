@@ -4,6 +4,8 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { execFile } from "node:child_process";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,7 +32,7 @@ import {
   type PutOptions,
 } from "../src/object-store.ts";
 import { isTransientFailure } from "../src/errors.ts";
-import { loadConfig } from "../src/config.ts";
+import { loadConfig, type S3Config } from "../src/config.ts";
 import { besideModule, nodeArgsOf } from "../../../test/helpers/paths.ts";
 
 async function readAll(body: Readable): Promise<Buffer> {
@@ -635,6 +637,93 @@ function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
 });
 
 // ---- key helpers -----------------------------------------------------------------------------
+// ---- the S3 client's sockets and timeouts, against an endpoint of the test's own -------------
+
+/**
+ * An S3 endpoint that answers a store's start (HeadBucket) and a HEAD of any key, answers a GET
+ * with its headers and the first 64 KiB of a 100 MiB object and then sends nothing more (a
+ * download whose client reads slowly: the gateway streams it, so the store's socket waits on that
+ * client), and takes requests for keys under `silent/` without ever answering them.
+ */
+async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentRequests(): number; close(): Promise<void> }> {
+  let gets = 0;
+  let silentRequests = 0;
+  const server = http.createServer((req, res) => {
+    const path = new URL(req.url!, "http://s3").pathname;
+    if (path.includes("/silent/")) { silentRequests++; return; }
+    if (req.method === "GET" && path.split("/").length > 2) {
+      gets++;
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(100 * 1024 * 1024), etag: '"e"' });
+      res.write(Buffer.alloc(64 * 1024));
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/plain", "content-length": "5", etag: '"e"' }).end();
+  });
+  await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening));
+  const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    config: { endpoint, publicEndpoint: endpoint, bucket: "stalling", region: "us-east-1", accessKeyId: "k", secretAccessKey: "s", forcePathStyle: true },
+    gets: () => gets,
+    silentRequests: () => silentRequests,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((closed) => server.close(closed));
+    },
+  };
+}
+
+/** `promise`, or a failure saying `what` once `ms` have passed (a hang detector: what it bounds takes milliseconds). */
+async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} (nothing within ${ms} ms)`)), ms); })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+test("[s3] sixty downloads whose clients read slowly hold up nothing: each has its socket, and a HEAD beside them answers", async (t) => {
+  const s3 = await stallingS3();
+  const store = await createS3ObjectStore(s3.config);
+  try {
+    // The SDK's own agent allowed 50 sockets: the 51st GET and the HEAD waited for one of them,
+    // that is, for a slow client to finish its download.
+    const downloads = Array.from({ length: 60 }, (_, i) => store.get(`store://u/1/big-${i}.bin`));
+    await within(10_000, (async () => { while (s3.gets() < 50) await new Promise((r) => setTimeout(r, 10)); })(), "fifty downloads did not start");
+    const info = await within(10_000, store.head("store://u/1/small.txt"), "the HEAD waited behind the downloads");
+    t.is(info?.size, 5);
+    const opened = await within(10_000, Promise.all(downloads), "downloads waited for a socket");
+    t.is(opened.length, 60);
+    t.is(s3.gets(), 60);
+    for (const o of opened) o!.body.destroy();
+  } finally {
+    store.close();
+    await s3.close();
+  }
+});
+
+test("[s3] an endpoint that takes a request and never answers: each attempt ends at the answer's timeout, and the call fails as transient (503)", async (t) => {
+  const s3 = await stallingS3();
+  const store = await createS3ObjectStore(s3.config, { connectMs: 1_000, answerMs: 300 });
+  try {
+    for (const call of [
+      () => store.head("store://u/1/silent/a.txt"),
+      () => store.get("store://u/1/silent/a.txt"),
+      () => store.delete(["store://u/1/silent/a.txt"]),
+      () => store.put("store://u/1/silent/b.txt", Buffer.from("hello"), { contentType: "text/plain" }),
+    ]) {
+      const before = s3.silentRequests();
+      const failure = await within(10_000, call().then(() => undefined, (err: unknown) => err), "a call to the silent endpoint hung");
+      t.truthy(failure, "the call failed");
+      t.true(isTransientFailure(failure), String(failure));
+      t.true(s3.silentRequests() > before, "the request reached the endpoint");
+    }
+  } finally {
+    store.close();
+    await s3.close();
+  }
+});
+
 test("objectKeyOf strips store:// and keeps normal keys", (t) => {
   t.is(objectKeyOf("store://u1/c2/170_name.png"), "u1/c2/170_name.png");
   t.is(objectKeyOf("u1/c2/file"), "u1/c2/file");
