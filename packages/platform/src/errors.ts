@@ -117,9 +117,13 @@ const unavailable = () => new AppError("unavailable", "A backing service is unav
  * database cannot take the statement now, and an operator's or time's fix makes the same one work.
  */
 const TRANSIENT_SQLSTATE = /^(08...|57P0[1-4]|53...|25006)$/;
-/** Node errors of a peer that went away or never answered, and of a full disk or quota under the file store. */
+/**
+ * Node errors of a peer that went away or never answered, of a full disk or quota under the file
+ * store, and of a process (or system) out of file descriptors for the moment: every connection
+ * and file it holds counts, and they are given back as requests end.
+ */
 const TRANSIENT_ERRNO = new Set([
-  "ENOSPC", "EDQUOT",
+  "ENOSPC", "EDQUOT", "EMFILE", "ENFILE",
   "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED", "UND_ERR_SOCKET", "UND_ERR_CONNECT_TIMEOUT",
   // An HTTP/2 connection to a service that died or went away mid-call.
   "ERR_HTTP2_STREAM_ERROR", "ERR_HTTP2_SESSION_ERROR", "ERR_HTTP2_GOAWAY_SESSION", "ERR_HTTP2_INVALID_SESSION", "ERR_HTTP2_STREAM_CANCEL", "ERR_STREAM_PREMATURE_CLOSE",
@@ -131,6 +135,8 @@ const TRANSIENT_MESSAGE = new RegExp([
   "Connection ended unexpectedly", "socket hang up",
   // connect-node's words for a peer that died mid-call (its process killed, its session gone).
   "http/2 stream closed with error code", "expected open session, but it is", "received GOAWAY", "connection aborted", "sentinel completed early", "premature close",
+  // The S3 client's connection timeout (its answer's timeout has the code ETIMEDOUT).
+  "did not establish a connection with the server within",
 ].join("|"), "i");
 
 /**

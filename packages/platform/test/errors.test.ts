@@ -193,6 +193,19 @@ test("a full disk or quota is transient: the file store's ENOSPC and EDQUOT, Pos
   t.notRegex(JSON.stringify(full.toBody()), /ENOSPC|\/data/);
 });
 
+test("out of file descriptors is transient: the process's EMFILE and the system's ENFILE, opening a file or a connection", (t) => {
+  t.true(isTransientFailure(Object.assign(new Error("EMFILE: too many open files, open '/data/objects/u/1/a.jpg'"), { code: "EMFILE", errno: -24, syscall: "open" })));
+  t.true(isTransientFailure(Object.assign(new Error("connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)"), { code: "EMFILE", errno: -24, syscall: "connect" })));
+  t.true(isTransientFailure(Object.assign(new Error("ENFILE: file table overflow, open 'x'"), { code: "ENFILE", errno: -23, syscall: "open" })));
+  t.is(fromConnectError(toConnectError(Object.assign(new Error("EMFILE: too many open files, open 'x'"), { code: "EMFILE" }))).status, 503);
+});
+
+test("the S3 client's timeouts are transient: no connection within its bound, no answer within its bound", (t) => {
+  // As @smithy/node-http-handler raises them.
+  t.true(isTransientFailure(Object.assign(new Error("@smithy/node-http-handler - the request socket did not establish a connection with the server within the configured timeout of 5000 ms."), { name: "TimeoutError" })));
+  t.true(isTransientFailure(Object.assign(new Error("@smithy/node-http-handler - [ERROR] a request has exceeded the configured 15000 ms requestTimeout."), { name: "TimeoutError", code: "ETIMEDOUT" })));
+});
+
 test("bugs and bad input are not transient", (t) => {
   t.false(isTransientFailure(pgError("value \"99999999999\" is out of range for type integer", "22003")));
   t.false(isTransientFailure(pgError("duplicate key value violates unique constraint", "23505")));
