@@ -643,7 +643,8 @@ function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
  * An S3 endpoint that answers a store's start (HeadBucket) and a HEAD of any key, answers a GET
  * with its headers and the first 64 KiB of a 100 MiB object and then sends nothing more (a
  * download whose client reads slowly: the gateway streams it, so the store's socket waits on that
- * client), and takes requests for keys under `silent/` without ever answering them.
+ * client), answers a GET of a key under `slow/` at once with a body that takes two seconds to send,
+ * and takes requests for keys under `silent/` without ever answering them.
  */
 async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentRequests(): number; close(): Promise<void> }> {
   let gets = 0;
@@ -651,6 +652,14 @@ async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentR
   const server = http.createServer((req, res) => {
     const path = new URL(req.url!, "http://s3").pathname;
     if (path.includes("/silent/")) { silentRequests++; return; }
+    if (path.includes("/slow/")) {
+      // Answered at once, its body sent in five parts 400 ms apart.
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(5 * 1024), etag: '"e"' }).flushHeaders();
+      let parts = 0;
+      const timer = setInterval(() => { res.write(Buffer.alloc(1024, 7)); if (++parts === 5) { clearInterval(timer); res.end(); } }, 400);
+      res.on("close", () => clearInterval(timer));
+      return;
+    }
     if (req.method === "GET" && path.split("/").length > 2) {
       gets++;
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(100 * 1024 * 1024), etag: '"e"' });
@@ -718,6 +727,18 @@ test("[s3] an endpoint that takes a request and never answers: each attempt ends
       t.true(isTransientFailure(failure), String(failure));
       t.true(s3.silentRequests() > before, "the request reached the endpoint");
     }
+  } finally {
+    store.close();
+    await s3.close();
+  }
+});
+
+test("[s3] the answer's timeout bounds the wait for an answer, not the body: a download whose bytes come slower than it, with pauses longer than it, is read whole", async (t) => {
+  const s3 = await stallingS3();
+  const store = await createS3ObjectStore(s3.config, { connectMs: 1_000, answerMs: 300 });
+  try {
+    const got = await store.get("store://u/1/slow/a.bin");
+    t.is((await readAll(got!.body)).length, 5 * 1024);
   } finally {
     store.close();
     await s3.close();
