@@ -40,7 +40,7 @@ export const splitEnabled = Boolean(process.env.DATABASE_URL && process.env.NATS
 
 /** Configuration variables the split system sets itself; inherited values of them are dropped. */
 const CONFIG_VARS = [
-  "TARGET", "HOST", "PORT", "DATA_DIR", "DATABASE_URL", "DB_POOL_MAX", "NATS_URL", "NATS_STREAM", "NATS_SUBJECT_PREFIX",
+  "TARGET", "HOST", "PORT", "DATA_DIR", "DATABASE_URL", "DB_POOL_MAX", "DB_LOCK_TIMEOUT_MS", "NATS_URL", "NATS_STREAM", "NATS_SUBJECT_PREFIX",
   "BASE_URL", "APP_URL", "MCP_URL", "GATEWAY_API_KEYS", "RATE_LIMIT_PER_MINUTE", "LOG_LEVEL", "SERVICE_PORT",
   "AUTH_URL", "COLLECTIONS_URL", "MEDIA_URL", "SOCIAL_URL", "WEBHOOKS_URL", "TOKEN_CACHE_MS", "MAX_BODY_BYTES", "GRANT_SECRET",
   "CALLER_SIGNING_KEY", "CALLER_VERIFY_KEYS",

@@ -29,6 +29,8 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | undefined;
   dbPoolMax: number;
+  /** lock_timeout of every session of the services' pools (ms; 0: none). */
+  dbLockTimeoutMs: number;
   natsUrl: string | undefined;
   natsStream: string;
   natsSubjectPrefix: string;
@@ -160,6 +162,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     dataDir: resolve(env.DATA_DIR || "./data"),
     databaseUrl: env.DATABASE_URL || undefined,
     dbPoolMax: int(env, "DB_POOL_MAX", 10, 1),
+    dbLockTimeoutMs: int(env, "DB_LOCK_TIMEOUT_MS", 5000),
     natsUrl: env.NATS_URL || undefined,
     natsStream: env.NATS_STREAM || "CMS_EVENTS",
     natsSubjectPrefix: env.NATS_SUBJECT_PREFIX || "cms.events",

@@ -228,15 +228,21 @@ export function createDb(databaseUrl: string, schema: string, poolMax: number, s
 /**
  * Creates the schema and applies pending migrations. Replicas starting together take turns: a
  * session-level advisory lock keyed by the schema name is held on one connection meanwhile.
+ * Waiting for that turn is exempt from the pool's lock_timeout (a replica waits as long as the
+ * one before it migrates); the migrations' own statements are not, so a migration that cannot
+ * lock its table within it fails the start instead of queueing every query of that table behind it.
  */
 export async function migrate(knex: Knex, schema: string, migrations: MigrationList): Promise<void> {
   const conn = await knex.client.acquireConnection();
   try {
+    await conn.query("SET lock_timeout = 0");
     await conn.query("SELECT pg_advisory_lock(hashtext($1))", [`cms-migrate:${schema}`]);
     try {
       await migrateLocked(knex, schema, migrations);
     } finally {
       await conn.query("SELECT pg_advisory_unlock(hashtext($1))", [`cms-migrate:${schema}`]);
+      // Back to the session's own value (its startup options) before the pool has it again.
+      await conn.query("RESET lock_timeout");
     }
   } finally {
     await knex.client.releaseConnection(conn);
@@ -265,7 +271,9 @@ async function migrateLocked(knex: Knex, schema: string, migrations: MigrationLi
 /** Extensions live in `public` so that every schema's search path sees them. */
 export async function ensureExtensions(knex: Knex, names: string[]): Promise<void> {
   await knex.transaction(async (trx) => {
-    // Serialised across processes: CREATE EXTENSION IF NOT EXISTS races otherwise.
+    // Serialised across processes: CREATE EXTENSION IF NOT EXISTS races otherwise. Each start
+    // waits its turn however long (see migrate).
+    await trx.raw("SET LOCAL lock_timeout = 0");
     await trx.raw("SELECT pg_advisory_xact_lock(hashtext('cms-extensions'))");
     for (const name of names) await trx.raw(`CREATE EXTENSION IF NOT EXISTS ${name} WITH SCHEMA public`);
   });

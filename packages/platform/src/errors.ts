@@ -112,11 +112,12 @@ export const errors = {
 const unavailable = () => new AppError("unavailable", "A backing service is unavailable; safe to retry with exponential backoff.");
 
 /**
- * SQLSTATEs of a lost or refused database connection, an engine shutting down or a failover, and
- * of class 53, insufficient resources (a full disk, out of memory, too many connections): the
+ * SQLSTATEs of a lost or refused database connection, an engine shutting down or a failover, of
+ * class 53, insufficient resources (a full disk, out of memory, too many connections), and of a
+ * lock not had within the session's lock_timeout (55P03, another session holding the row): the
  * database cannot take the statement now, and an operator's or time's fix makes the same one work.
  */
-const TRANSIENT_SQLSTATE = /^(08...|57P0[1-4]|53...|25006)$/;
+const TRANSIENT_SQLSTATE = /^(08...|57P0[1-4]|53...|25006|55P03)$/;
 /**
  * Node errors of a peer that went away or never answered, of a full disk or quota under the file
  * store, and of a process (or system) out of file descriptors for the moment: every connection

@@ -257,9 +257,14 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       await publishPendingEvents();
     });
     const poolMax = config.target === "all" ? Math.max(2, Math.ceil(config.dbPoolMax / 2)) : config.dbPoolMax;
+    // A statement waiting longer than this for a lock (a row another session holds) fails, and
+    // the call is the 503: without it, calls on one row an outside transaction kept locked took
+    // every connection of the pool, and each other call of the service waited for one until the
+    // pool's acquire timeout (15 s) and failed as well.
+    const lockTimeout: SessionSettings = config.dbLockTimeoutMs > 0 ? { lock_timeout: String(config.dbLockTimeoutMs) } : {};
     async function contextFor(name: string, spec: SchemaSpec): Promise<ServiceContext> {
       const { schema, withOutbox, settings } = spec;
-      const db = createDb(databaseUrl!, schema, poolMax, settings);
+      const db = createDb(databaseUrl!, schema, poolMax, { ...settings, ...lockTimeout });
       dbs.set(name, db);
       const unobservePool = observePool(schema, db);
       cleanup.push(async () => unobservePool());

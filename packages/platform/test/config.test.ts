@@ -21,6 +21,13 @@ test("defaults with an empty environment", (t) => {
   t.is(c.databaseUrl, undefined);
   t.is(c.natsUrl, undefined);
   t.is(c.dataDir, resolve("./data"));
+  t.is(c.dbLockTimeoutMs, 5000);
+});
+
+test("DB_LOCK_TIMEOUT_MS: milliseconds, 0 for none, nothing else", (t) => {
+  t.is(loadConfig({ DB_LOCK_TIMEOUT_MS: "0" }, []).dbLockTimeoutMs, 0);
+  t.is(loadConfig({ DB_LOCK_TIMEOUT_MS: "250" }, []).dbLockTimeoutMs, 250);
+  for (const bad of ["-1", "5s", "1.5"]) t.throws(() => loadConfig({ DB_LOCK_TIMEOUT_MS: bad }, []), { instanceOf: ConfigError });
 });
 
 test("BASE_URL is derived from HOST and PORT, and APP_URL/MCP_URL follow it", (t) => {

@@ -206,6 +206,12 @@ test("the S3 client's timeouts are transient: no connection within its bound, no
   t.true(isTransientFailure(Object.assign(new Error("@smithy/node-http-handler - [ERROR] a request has exceeded the configured 15000 ms requestTimeout."), { name: "TimeoutError", code: "ETIMEDOUT" })));
 });
 
+test("a lock not had within the session's lock_timeout is transient (55P03): another session holds the row for now", (t) => {
+  t.true(isTransientFailure(pgError("canceling statement due to lock timeout", "55P03")));
+  t.is(fromConnectError(toConnectError(new Error("update failed", { cause: pgError("canceling statement due to lock timeout", "55P03") }))).status, 503);
+  t.false(isTransientFailure(pgError("object is in use", "55006")), "the rest of class 55 (an object in use, a wrong state) stays a bug");
+});
+
 test("bugs and bad input are not transient", (t) => {
   t.false(isTransientFailure(pgError("value \"99999999999\" is out of range for type integer", "22003")));
   t.false(isTransientFailure(pgError("duplicate key value violates unique constraint", "23505")));
