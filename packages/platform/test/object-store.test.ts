@@ -30,6 +30,7 @@ import {
   type ObjectStore,
   type PositionalWriter,
   type PutOptions,
+  type S3Timeouts,
 } from "../src/object-store.ts";
 import { isTransientFailure } from "../src/errors.ts";
 import { loadConfig, type S3Config } from "../src/config.ts";
@@ -691,10 +692,20 @@ async function within<T>(ms: number, promise: Promise<T>, what: string): Promise
   }
 }
 
-test("[s3] sixty downloads whose clients read slowly hold up nothing: each has its socket, and a HEAD beside them answers", async (t) => {
+/** `work` with an S3 store (the given timeouts, else the production ones) on a stallingS3 endpoint, both closed after it. */
+async function onStallingS3(timeouts: S3Timeouts | undefined, work: (store: ObjectStore, s3: Awaited<ReturnType<typeof stallingS3>>) => Promise<void>): Promise<void> {
   const s3 = await stallingS3();
-  const store = await createS3ObjectStore(s3.config);
+  const store = await createS3ObjectStore(s3.config, timeouts);
   try {
+    await work(store, s3);
+  } finally {
+    store.close();
+    await s3.close();
+  }
+}
+
+test("[s3] sixty downloads whose clients read slowly hold up nothing: each has its socket, and a HEAD beside them answers", async (t) => {
+  await onStallingS3(undefined, async (store, s3) => {
     // The SDK's own agent allowed 50 sockets: the 51st GET and the HEAD waited for one of them,
     // that is, for a slow client to finish its download.
     const downloads = Array.from({ length: 60 }, (_, i) => store.get(`store://u/1/big-${i}.bin`));
@@ -705,16 +716,11 @@ test("[s3] sixty downloads whose clients read slowly hold up nothing: each has i
     t.is(opened.length, 60);
     t.is(s3.gets(), 60);
     for (const o of opened) o!.body.destroy();
-  } finally {
-    store.close();
-    await s3.close();
-  }
+  });
 });
 
 test("[s3] an endpoint that takes a request and never answers: each attempt ends at the answer's timeout, and the call fails as transient (503)", async (t) => {
-  const s3 = await stallingS3();
-  const store = await createS3ObjectStore(s3.config, { connectMs: 1_000, answerMs: 300 });
-  try {
+  await onStallingS3({ connectMs: 1_000, answerMs: 300 }, async (store, s3) => {
     for (const call of [
       () => store.head("store://u/1/silent/a.txt"),
       () => store.get("store://u/1/silent/a.txt"),
@@ -727,22 +733,14 @@ test("[s3] an endpoint that takes a request and never answers: each attempt ends
       t.true(isTransientFailure(failure), String(failure));
       t.true(s3.silentRequests() > before, "the request reached the endpoint");
     }
-  } finally {
-    store.close();
-    await s3.close();
-  }
+  });
 });
 
 test("[s3] the answer's timeout bounds the wait for an answer, not the body: a download whose bytes come slower than it, with pauses longer than it, is read whole", async (t) => {
-  const s3 = await stallingS3();
-  const store = await createS3ObjectStore(s3.config, { connectMs: 1_000, answerMs: 300 });
-  try {
+  await onStallingS3({ connectMs: 1_000, answerMs: 300 }, async (store) => {
     const got = await store.get("store://u/1/slow/a.bin");
     t.is((await readAll(got!.body)).length, 5 * 1024);
-  } finally {
-    store.close();
-    await s3.close();
-  }
+  });
 });
 
 test("objectKeyOf strips store:// and keeps normal keys", (t) => {
