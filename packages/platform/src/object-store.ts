@@ -550,7 +550,8 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
     endpoint: cfg.endpoint,
     requestHandler: {
       connectionTimeout: timeouts.connectMs,
-      // The answer's timeout is given per call (`answered`); this makes it an error, not a warning.
+      requestTimeout: timeouts.answerMs,
+      // An answer's timeout is then an error, not a warning.
       throwOnRequestTimeout: true,
       // The SDK's agent allows 50 sockets to the endpoint: a download holds one for as long as its
       // client takes to read it (and an upload while its client sends), so 50 slow readers held up
@@ -560,8 +561,6 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
       httpsAgent: { maxSockets: Infinity },
     },
   });
-  /** Options of a call answered without waiting on a client of ours: its answer's timeout. */
-  const answered = { requestTimeout: timeouts.answerMs };
   // Every request to the object store is a CLIENT span and a counted outbound call ("s3" peer,
   // the command as operation), retries included.
   client.middlewareStack.add((next, ctx) => (args) => traceOutbound("s3", String(ctx.commandName ?? "command").replace(/Command$/, ""), {
@@ -574,9 +573,9 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
   }, () => next(args)), { step: "initialize", name: "cmsTelemetry" });
   const presigner = new s3.S3Client({ ...common, endpoint: cfg.publicEndpoint });
   try {
-    await client.send(new s3.HeadBucketCommand({ Bucket: cfg.bucket }), answered);
+    await client.send(new s3.HeadBucketCommand({ Bucket: cfg.bucket }));
   } catch {
-    await client.send(new s3.CreateBucketCommand({ Bucket: cfg.bucket }), answered).catch(async (err) => {
+    await client.send(new s3.CreateBucketCommand({ Bucket: cfg.bucket })).catch(async (err) => {
       if (!/BucketAlready/.test(String((err as Error).name))) throw err;
     });
   }
@@ -595,7 +594,7 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
         const sha256 = checkedBuffer(body, opts);
         // A PUT is visible when it answers: nothing is sent before the gate.
         await opts.visibleAfter;
-        const res = await client.send(new s3.PutObjectCommand({ Bucket, Key, Body: body, ContentType: opts.contentType, ContentLength: body.length }), answered);
+        const res = await client.send(new s3.PutObjectCommand({ Bucket, Key, Body: body, ContentType: opts.contentType, ContentLength: body.length }));
         return { contentType: opts.contentType, size: body.length, etag: (res.ETag ?? "").replaceAll('"', ""), sha256 };
       }
       // A stream can fail half-way, and some S3-compatible servers keep what they received of an
@@ -609,29 +608,30 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
       // The body's and the meter's errors end the pipeline and abort the S3 request.
       const piped = pipeline(body, m, pass).catch((err) => { abort.abort(err); throw err; });
       const send = opts.contentLength !== undefined
-        ? client.send(new s3.PutObjectCommand({ Bucket, Key: TmpKey, Body: pass, ContentType: opts.contentType, ContentLength: opts.contentLength }), { abortSignal: abort.signal })
+        // Answered after the uploader's last byte, however slowly it sends: no answer's timeout.
+        ? client.send(new s3.PutObjectCommand({ Bucket, Key: TmpKey, Body: pass, ContentType: opts.contentType, ContentLength: opts.contentLength }), { abortSignal: abort.signal, requestTimeout: 0 })
         : new Upload({ client, params: { Bucket, Key: TmpKey, Body: pass, ContentType: opts.contentType }, abortController: abort }).done();
       const [pipeResult, sendResult] = await Promise.allSettled([piped, send]);
       if (pipeResult.status === "rejected" || sendResult.status === "rejected") {
-        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey }), answered).catch(() => {});
+        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey })).catch(() => {});
         throw pipeResult.status === "rejected" ? pipeResult.reason : (sendResult as PromiseRejectedResult).reason;
       }
       try {
         await opts.visibleAfter;
         const copied = await client.send(new s3.CopyObjectCommand({
           Bucket, Key, CopySource: `${Bucket}/${TmpKey}`, ContentType: opts.contentType, MetadataDirective: "REPLACE",
-        }), answered);
+        }));
         const etag = (copied.CopyObjectResult?.ETag ?? "").replaceAll('"', "");
         return { contentType: opts.contentType, size: m.bytes, etag, sha256: m.sha256() };
       } finally {
-        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey }), answered).catch(() => {});
+        await client.send(new s3.DeleteObjectCommand({ Bucket, Key: TmpKey })).catch(() => {});
       }
     },
     async get(key, range) {
       try {
         const res = await client.send(new s3.GetObjectCommand({
           Bucket, Key: objectKeyOf(key), Range: range ? `bytes=${range.start}-${range.end}` : undefined,
-        }), answered);
+        }));
         const info = toInfo(res);
         if (range) {
           const total = /\/(\d+)$/.exec(res.ContentRange ?? "")?.[1];
@@ -645,7 +645,7 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
     },
     async head(key) {
       try {
-        return toInfo(await client.send(new s3.HeadObjectCommand({ Bucket, Key: objectKeyOf(key) }), answered));
+        return toInfo(await client.send(new s3.HeadObjectCommand({ Bucket, Key: objectKeyOf(key) })));
       } catch (err) {
         if ((err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404 || (err as Error).name === "NotFound") return undefined;
         throw err;
@@ -654,8 +654,8 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
     async delete(keys) {
       for (let i = 0; i < keys.length; i += 1000) {
         const batch = keys.slice(i, i + 1000).map((k) => ({ Key: objectKeyOf(k) }));
-        if (batch.length === 1) await client.send(new s3.DeleteObjectCommand({ Bucket, Key: batch[0]!.Key }), answered);
-        else if (batch.length) await client.send(new s3.DeleteObjectsCommand({ Bucket, Delete: { Objects: batch } }), answered);
+        if (batch.length === 1) await client.send(new s3.DeleteObjectCommand({ Bucket, Key: batch[0]!.Key }));
+        else if (batch.length) await client.send(new s3.DeleteObjectsCommand({ Bucket, Delete: { Objects: batch } }));
       }
     },
     async presignPut(key, opts) {

@@ -645,11 +645,13 @@ function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
  * with its headers and the first 64 KiB of a 100 MiB object and then sends nothing more (a
  * download whose client reads slowly: the gateway streams it, so the store's socket waits on that
  * client), answers a GET of a key under `slow/` at once with a body that takes two seconds to send,
- * and takes requests for keys under `silent/` without ever answering them.
+ * answers a PUT once its body is in (a copy at once), and takes requests for keys under `silent/`
+ * without ever answering them.
  */
-async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentRequests(): number; close(): Promise<void> }> {
+async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentRequests(): number; putBytes: number[]; close(): Promise<void> }> {
   let gets = 0;
   let silentRequests = 0;
+  const putBytes: number[] = [];
   const server = http.createServer((req, res) => {
     const path = new URL(req.url!, "http://s3").pathname;
     if (path.includes("/silent/")) { silentRequests++; return; }
@@ -661,6 +663,19 @@ async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentR
       res.on("close", () => clearInterval(timer));
       return;
     }
+    if (req.method === "PUT" && req.headers["x-amz-copy-source"]) {
+      const xml = '<?xml version="1.0" encoding="UTF-8"?><CopyObjectResult><ETag>"e"</ETag><LastModified>2026-01-01T00:00:00.000Z</LastModified></CopyObjectResult>';
+      res.writeHead(200, { "content-type": "application/xml", "content-length": String(Buffer.byteLength(xml)) }).end(xml);
+      return;
+    }
+    if (req.method === "PUT" && path.split("/").length > 2) {
+      // Answered once the whole body is in, as S3 does.
+      let received = 0;
+      req.on("data", (d: Buffer) => { received += d.length; });
+      req.on("end", () => { putBytes.push(received); res.writeHead(200, { etag: '"e"', "content-length": "0" }).end(); });
+      return;
+    }
+    if (req.method === "DELETE") { res.writeHead(204).end(); return; }
     if (req.method === "GET" && path.split("/").length > 2) {
       gets++;
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(100 * 1024 * 1024), etag: '"e"' });
@@ -675,6 +690,7 @@ async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentR
     config: { endpoint, publicEndpoint: endpoint, bucket: "stalling", region: "us-east-1", accessKeyId: "k", secretAccessKey: "s", forcePathStyle: true },
     gets: () => gets,
     silentRequests: () => silentRequests,
+    putBytes,
     async close() {
       server.closeAllConnections();
       await new Promise((closed) => server.close(closed));
@@ -740,6 +756,18 @@ test("[s3] the answer's timeout bounds the wait for an answer, not the body: a d
   await onStallingS3({ connectMs: 1_000, answerMs: 300 }, async (store) => {
     const got = await store.get("store://u/1/slow/a.bin");
     t.is((await readAll(got!.body)).length, 5 * 1024);
+  });
+});
+
+test("[s3] a streamed PUT has no answer's timeout: an uploader sending slower than it, with pauses longer than it, stores its object", async (t) => {
+  await onStallingS3({ connectMs: 1_000, answerMs: 300 }, async (store, s3) => {
+    // The PUT target's body: five parts 400 ms apart, as a slow client sends them.
+    const uploader = Readable.from((async function* () {
+      for (let i = 0; i < 5; i++) { await new Promise((r) => setTimeout(r, 400)); yield Buffer.alloc(1024, i); }
+    })());
+    const stored = await store.put("store://u/1/upload.bin", uploader, { contentType: "application/octet-stream", contentLength: 5 * 1024 });
+    t.is(stored.size, 5 * 1024);
+    t.deepEqual(s3.putBytes, [5 * 1024]);
   });
 });
 
