@@ -241,10 +241,11 @@ export async function migrate(knex: Knex, schema: string, migrations: MigrationL
       await migrateLocked(knex, schema, migrations);
     } finally {
       await conn.query("SELECT pg_advisory_unlock(hashtext($1))", [`cms-migrate:${schema}`]);
-      // Back to the session's own value (its startup options) before the pool has it again.
-      await conn.query("RESET lock_timeout");
     }
   } finally {
+    // Back to the session's own value (its startup options) before the pool has it again; a
+    // connection that cannot take it is a broken one, which the pool drops.
+    await conn.query("RESET lock_timeout").catch(() => {});
     await knex.client.releaseConnection(conn);
   }
 }

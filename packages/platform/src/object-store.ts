@@ -530,7 +530,7 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
  * fails within 3 x 15 s, answered 503 (isTransientFailure).
  */
 export interface S3Timeouts { connectMs: number; answerMs: number }
-export const S3_TIMEOUTS: S3Timeouts = { connectMs: 5_000, answerMs: 15_000 };
+const S3_TIMEOUTS: S3Timeouts = { connectMs: 5_000, answerMs: 15_000 };
 
 export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = S3_TIMEOUTS): Promise<ObjectStore> {
   const s3 = await import("@aws-sdk/client-s3");
