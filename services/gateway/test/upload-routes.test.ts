@@ -15,6 +15,10 @@ import { createUploadHandler } from "../src/http/upload-routes.ts";
 
 const SECRET = "upload-routes-test-secret";
 const quiet = { debug() {}, info() {}, warn() {}, error() {}, child() { return quiet; } } as unknown as Logger;
+/** A logger that keeps the `err` of each error it is given in `logged`. */
+const capturingLog = (logged: unknown[]) => ({ ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } }) as unknown as Logger;
+/** A write on a full disk, as node:fs fails it. */
+const enospc = () => Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" });
 
 /** A store that only takes puts, by `put` (reads find nothing). */
 function storeWith(kind: ObjectStore["kind"], put: (key: string, body: Buffer | Readable) => Promise<never>): ObjectStore {
@@ -53,7 +57,7 @@ function fillingStore(room: number, seen: { bytes: number }): ObjectStore {
     await pipeline(body as Readable, new Writable({
       write(chunk: Buffer, _enc, cb) {
         seen.bytes += chunk.length;
-        cb(seen.bytes > room ? Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" }) : null);
+        cb(seen.bytes > room ? enospc() : null);
       },
     }));
     throw new Error("the body fitted; the test wants it not to");
@@ -101,8 +105,8 @@ test("the store losing its connection after the whole body arrived is 503 unavai
 test("a full disk under the store is 503 unavailable, retryable, with the store's error logged and not answered", async (t) => {
   const seen = { bytes: 0 };
   const logged: unknown[] = [];
-  const log = { ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } } as unknown as Logger;
-  const { port } = await serve(t, failingStore(seen, () => Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28, syscall: "write" })), log);
+  const log = capturingLog(logged);
+  const { port } = await serve(t, failingStore(seen, enospc), log);
   const body = Buffer.alloc(5000, 1);
   const res = await fetch(`http://127.0.0.1:${port}/${encodeURIComponent(grant(body.length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream" }, body });
   t.is(res.status, 503);
@@ -167,7 +171,7 @@ for (const [how, leave] of [
     const seen: { bytes: number; bodyError?: string } = { bytes: 0 };
     const answered: number[] = [];
     const logged: unknown[] = [];
-    const log = { ...quiet, error(fields: { err?: unknown }) { logged.push(fields.err); } } as unknown as Logger;
+    const log = capturingLog(logged);
     const { port } = await serve(t, resettingStore(seen), log, answered);
     const length = 200_000;
     await new Promise<void>((resolve) => {
