@@ -2,7 +2,8 @@
  * The service ports in split mode, called directly as an internal service or a gRPC tool would:
  * the gRPC protocol through @grpc/grpc-js with typed (protobuf-es) messages, the callers they
  * accept (a user's access token, a service credential) and refuse (none, forged, expired,
- * addressed to another service), grpc.health.v1 and server reflection.
+ * addressed to another service), deadlines (a call past its deadline commits nothing),
+ * grpc.health.v1 and server reflection.
  * Needs real backends (run with npm run test:backends); skipped otherwise.
  */
 import test from "ava";
@@ -11,6 +12,9 @@ import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type M
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { createPrivateKey } from "node:crypto";
 import { SignJWT } from "jose";
+import pg from "pg";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
 import { MediaService } from "@cms/contracts/media/v1/media_pb";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@cms/contracts/grpc/health/v1/health_pb";
@@ -19,7 +23,7 @@ import { ASSERTION_HEADER, createAssertionSigner, generateCallerKeyPem, loadCall
 import { admin, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
 
 /** A unary call through grpc-js: the method's path, its messages serialized by protobuf-es. */
-function unary<I extends DescMessage, O extends DescMessage>(client: grpc.Client, method: DescMethod & { input: I; output: O }, init: MessageInitShape<I>, metadata: Record<string, string> = {}): Promise<MessageShape<O>> {
+function unary<I extends DescMessage, O extends DescMessage>(client: grpc.Client, method: DescMethod & { input: I; output: O }, init: MessageInitShape<I>, metadata: Record<string, string> = {}, options: grpc.CallOptions = {}): Promise<MessageShape<O>> {
   const md = new grpc.Metadata();
   for (const [k, v] of Object.entries(metadata)) md.set(k, v);
   return new Promise((resolve, reject) => {
@@ -29,6 +33,7 @@ function unary<I extends DescMessage, O extends DescMessage>(client: grpc.Client
       (b: Buffer) => fromBinary(method.output, b),
       create(method.input, init),
       md,
+      options,
       (err, res) => (err ? reject(err) : resolve(res!)),
     );
   });
@@ -112,6 +117,45 @@ if (!splitEnabled) {
       .setProtectedHeader({ alg: "EdDSA", kid: keys.kid }).setIssuer("cms").setSubject(alice.userId).setAudience("collections").setIssuedAt().setExpirationTime("60s")
       .sign(createPrivateKey(generateCallerKeyPem().privateKey));
     t.is(await list({ [ASSERTION_HEADER]: tampered }), "UNAUTHENTICATED", "this system's key id, another key");
+  });
+
+  test("a call whose deadline passes while it waits for a lock commits nothing once the lock is let go (gRPC and Connect)", async (t) => {
+    const alice = await sys.user("deadline");
+    const auth = { authorization: `Bearer ${alice.token}` };
+    const grpcClient = clientOf("collections");
+    const connectClient = createClient(CollectionsService, createConnectTransport({
+      baseUrl: `http://127.0.0.1:${sys.servicePorts.collections}`, httpVersion: "2",
+      interceptors: [(next) => (req) => { req.header.set("authorization", auth.authorization); return next(req); }],
+    }));
+    const protocols: Array<[string, (id: bigint, name: string) => Promise<string>]> = [
+      ["gRPC", (id, name) => statusOf(unary(grpcClient, CollectionsService.method.updateCollection, { collectionId: id, name }, auth, { deadline: Date.now() + 400 }))],
+      ["Connect", async (id, name) => {
+        try { await connectClient.updateCollection({ collectionId: id, name }, { timeoutMs: 400 }); return "OK"; } catch (err) { return Code[ConnectError.from(err).code]!; }
+      }],
+    ];
+    const holder = new pg.Client({ connectionString: sys.env.DATABASE_URL });
+    await holder.connect();
+    t.teardown(() => holder.end());
+    for (const [protocol, update] of protocols) {
+      const created = await unary(grpcClient, CollectionsService.method.createCollection, { name: `Kept (${protocol})` }, auth);
+      const id = created.collection!.id;
+      await holder.query("BEGIN");
+      await holder.query("SELECT id FROM collections.collections WHERE id = $1 FOR UPDATE", [id]);
+      const late = update(id, `Too late (${protocol})`);
+      t.is(await late, protocol === "gRPC" ? "DEADLINE_EXCEEDED" : "DeadlineExceeded", protocol);
+      // The service's update is still there, waiting for the row (DB_LOCK_TIMEOUT_MS is 5 s).
+      const waiting = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'");
+      t.is(waiting.rows[0].n, 1, `${protocol}: the update waits for the row`);
+      await holder.query("ROLLBACK");
+      // Locking the row again waits until the update's transaction has ended, one way or the other.
+      await holder.query("BEGIN");
+      const after = await holder.query("SELECT name FROM collections.collections WHERE id = $1 FOR UPDATE", [id]);
+      await holder.query("COMMIT");
+      t.is(after.rows[0].name, `Kept (${protocol})`, `${protocol}: its caller was told it failed, and nothing was written`);
+      // In time, the same update is written.
+      const renamed = await unary(grpcClient, CollectionsService.method.updateCollection, { collectionId: id, name: `Renamed (${protocol})` }, auth);
+      t.is(renamed.collection?.name, `Renamed (${protocol})`);
+    }
   });
 
   test("grpc.health.v1: Check and Watch answer SERVING on every service port; an unknown service is NOT_FOUND", async (t) => {

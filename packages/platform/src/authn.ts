@@ -13,19 +13,16 @@
  * being handled (a service-to-service call on the user's behalf), else for the calling service
  * itself.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
 import { getOption, hasOption, type DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { op as opOption, type Operation } from "@cms/contracts/common/v1/options_pb";
 import { ASSERTION_HEADER, type AssertionSigner, type AssertionSubject, type AssertionVerifier } from "./assertions.js";
+import { currentCall, runInCallScope } from "./call-scope.js";
 import { actAsKey, authorizeOperation, principalKey, type Principal } from "./caller.js";
 import { ownerOf } from "./config.js";
 import { AppError } from "./errors.js";
 import type { TokenResolver } from "./tokens.js";
 import { inUnitOfWork } from "./unit-of-work.js";
-
-/** The call being handled in this async context: its principal and the service handling it. */
-const handling = new AsyncLocalStorage<{ principal: Principal; service: string }>();
 
 /** Services that answer anyone who can reach the port: health checks (probes) and reflection (grpcurl). */
 const OPEN_SERVICES = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
@@ -77,7 +74,7 @@ export function authenticateCalls(opts: { verifier: AssertionVerifier; tokens?: 
     }
     authorizeCall(req.method, principal);
     req.contextValues.set(principalKey, principal);
-    return handling.run({ principal, service: audience }, () => next(req));
+    return runInCallScope({ principal, service: audience, signal: req.signal }, () => next(req));
   };
 }
 
@@ -87,7 +84,7 @@ export function assertCalls(opts: { signer: AssertionSigner; identity: string })
       // A bug, not a request error: commit first, then call (or continue through the outbox).
       throw new Error(`${req.service.typeName}/${req.method.name} called inside a unit of work; remote calls must not hold a database transaction open`);
     }
-    const current = handling.getStore();
+    const current = currentCall();
     const service = current?.service ?? opts.identity;
     const explicit = req.contextValues.get(actAsKey);
     let subject: AssertionSubject;

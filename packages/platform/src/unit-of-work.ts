@@ -4,11 +4,15 @@
  * in the same transaction. After the commit the outbox relay is woken, so the events go out at
  * once; a rollback takes the events with it. A call to another service is refused inside a unit
  * of work: it would hold the transaction's locks across the network, and leave the two services
- * disagreeing when either fails.
+ * disagreeing when either fails. A unit of a call that has ended (its deadline passed while it
+ * waited, or its caller went away) rolls back instead of committing: the caller was answered that
+ * the call failed and may be retrying it.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Knex } from "knex";
 import { outboxRow } from "./bus.js";
+import { callHasEnded } from "./call-scope.js";
+import { AppError } from "./errors.js";
 
 /** Writes events to the outbox of the unit's transaction (published after the commit). */
 export interface EventWriter {
@@ -37,6 +41,11 @@ function eventCollector(): { events: EventWriter; rows: Array<ReturnType<typeof 
   return { rows, events: { async emit(type, payload) { rows.push(outboxRow(type, payload)); } } };
 }
 
+/** Thrown instead of committing the change of a call that has ended; its caller has had its answer. */
+function refuseEndedCall(): void {
+  if (callHasEnded()) throw new AppError("unavailable", "The call ended (its deadline passed or its caller went away) before its change was committed; nothing was written. Safe to retry.");
+}
+
 export function createUnitOfWork<S>(db: Knex, storesOf: (q: Queryable) => S, relay: { notify(): void }): UnitOfWork<S> {
   return async (work) => {
     let emitted = false;
@@ -47,6 +56,7 @@ export function createUnitOfWork<S>(db: Knex, storesOf: (q: Queryable) => S, rel
         await trx("outbox").insert(rows);
         emitted = true;
       }
+      refuseEndedCall();
       return out;
     }));
     if (emitted) relay.notify();
@@ -70,7 +80,9 @@ export interface Statement<R> extends PromiseLike<R[]> {
  * work takes four (BEGIN, the change, the events, COMMIT); on a thumbnail's finalize, a quarter
  * of the statements an image (bench/notes/transfers.md). Atomic as the transaction was: the
  * change and its events commit together or not at all. Resolves to the statement's rows: none
- * when it matched nothing, and then no event was written and the relay is not woken.
+ * when it matched nothing, and then no event was written and the relay is not woken. A call that
+ * has ended sends nothing (the statement, once sent, commits as it ends: a wait for a lock in it is
+ * bounded by the sessions' lock_timeout).
  */
 export type OneStatementUnit = <R>(statement: Statement<R>, emit: (events: EventWriter) => Promise<void>) => Promise<R[]>;
 
@@ -78,6 +90,7 @@ export function createOneStatementUnit(db: Knex, relay: { notify(): void }): One
   return async <R>(statement: Statement<R>, emit: (events: EventWriter) => Promise<void>) => {
     const { events, rows } = eventCollector();
     await emit(events);
+    refuseEndedCall();
     if (!rows.length) return statement;
     const { sql, bindings: changeBindings } = statement.toSQL();
     // The events keep the order emitted (the outbox's seq orders a service's events).

@@ -12,6 +12,8 @@ import { createDb, migrate } from "../src/db.ts";
 import { serviceMigrations } from "../src/bus.ts";
 import { createOneStatementUnit, createUnitOfWork, inUnitOfWork, type Queryable } from "../src/unit-of-work.ts";
 import { assertCalls } from "../src/authn.ts";
+import { runInCallScope } from "../src/call-scope.ts";
+import { AppError } from "../src/errors.ts";
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 let database: { url: string; drop(): Promise<void> };
@@ -138,4 +140,48 @@ test.serial("a unit of one statement that fails writes neither the change nor it
   await t.throwsAsync(unit(db("notes").whereIn("id", [id, other]).update({ id: db.raw("?::int", [id]) }).returning(["id"]), (events) => events.emit("note.changed", { tag })));
   t.deepEqual(await taggedEvents(tag), []);
   t.deepEqual((await db("notes").whereIn("id", [id, other]).orderBy("id")).map((r: { body: string }) => r.body), ["kept", "other"]);
+});
+
+/** Runs `fn` as the handler of a call whose caller's signal is `signal`. */
+const inCall = <T>(signal: AbortSignal, fn: () => Promise<T>) => runInCallScope({ principal: { internal: true }, service: "test", signal }, fn);
+const outboxCount = async () => Number((await db("outbox").count<{ n: number }[]>("* as n"))[0]!.n);
+
+test.serial("a unit of a call that ends while it works rolls back: its caller was answered already and may be retrying", async (t) => {
+  const uow = createUnitOfWork(db, notesStore, { notify: () => t.fail("a rollback wakes nobody") });
+  const before = { notes: await notesStore(db).count(), outbox: await outboxCount() };
+  const call = new AbortController();
+  const err = await t.throwsAsync(inCall(call.signal, () => uow(async (notes, events) => {
+    await notes.add("too late");
+    await events.emit("note.added", {});
+    // The deadline passes (connect aborts the handler's signal) while the unit still works.
+    call.abort();
+  })), { instanceOf: AppError });
+  t.is(err!.code, "unavailable");
+  t.is(await notesStore(db).count(), before.notes);
+  t.is(await outboxCount(), before.outbox);
+
+  // A call still under way commits as any unit does.
+  let notified = 0;
+  const live = createUnitOfWork(db, notesStore, { notify: () => { notified++; } });
+  await inCall(new AbortController().signal, () => live(async (notes, events) => { await notes.add("in time"); await events.emit("note.added", {}); }));
+  t.is(await notesStore(db).count(), before.notes + 1);
+  t.is(notified, 1);
+});
+
+test.serial("a unit of one statement of a call that has ended sends nothing", async (t) => {
+  const unit = createOneStatementUnit(db, { notify: () => t.fail("nothing was written") });
+  const id = await notesStore(db).add("unchanged");
+  const sent: string[] = [];
+  const onQuery = (q: { sql: string }) => { sent.push(q.sql); };
+  db.on("query", onQuery);
+  t.teardown(() => { db.off("query", onQuery); });
+  const ended = AbortSignal.abort();
+  const tag = `ended-${randomBytes(3).toString("hex")}`;
+  for (const emit of [async () => {}, (events: { emit(type: string, payload: Record<string, unknown>): Promise<void> }) => events.emit("note.changed", { tag })]) {
+    const err = await t.throwsAsync(inCall(ended, () => unit(db("notes").where({ id }).update({ body: "changed" }).returning(["id"]), emit)), { instanceOf: AppError });
+    t.is(err!.code, "unavailable");
+  }
+  t.deepEqual(sent, []);
+  t.is((await db("notes").where({ id }).first()).body, "unchanged");
+  t.deepEqual(await taggedEvents(tag), []);
 });
