@@ -8,7 +8,7 @@ import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSyn
 import { mkdir, readFile, readdir, rename, rm, stat, unlink, writeFile, open, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID, createHash } from "node:crypto";
-import { PassThrough, Readable, Transform } from "node:stream";
+import { PassThrough, Readable, Transform, pipeline as pipelineCallback } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { S3Config } from "./config.js";
 import { traceOutbound } from "./telemetry.js";
@@ -527,10 +527,36 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
  * uploader sends). Without them a black-holed endpoint, or a kept-alive socket a middlebox forgot,
  * holds a call until TCP gives up (minutes): past the gateway's 60 s call timeout, and for ever on
  * a download, which the gateway streams without one. The SDK makes three attempts, so a call
- * fails within 3 x 15 s, answered 503 (isTransientFailure).
+ * fails within 3 x 15 s, answered 503 (isTransientFailure). Once a download's answer began, its
+ * body fails when nothing of it arrives for `bodyIdleMs` while its reader waits for more
+ * (watchedBody): a reader that is slow is never the reason.
  */
-export interface S3Timeouts { connectMs: number; answerMs: number }
-const S3_TIMEOUTS: S3Timeouts = { connectMs: 5_000, answerMs: 15_000 };
+export interface S3Timeouts { connectMs: number; answerMs: number; bodyIdleMs: number }
+const S3_TIMEOUTS: S3Timeouts = { connectMs: 5_000, answerMs: 15_000, bodyIdleMs: 30_000 };
+
+/**
+ * A download's body that fails (ETIMEDOUT: transient) once `idleMs` pass with nothing arriving
+ * while its reader waits for more: the store stopped sending mid-object, or a middlebox dropped
+ * the connection without a word, and the reader (a client the gateway streams to, a hash, a
+ * thumbnail) would wait for ever. A socket idle timeout cannot tell that from a reader that is
+ * behind (the gateway's client reading slowly: the socket then waits on it): here, while bytes
+ * wait unread in the body's buffers, the reader is behind and the watch starts again.
+ */
+function watchedBody(body: Readable, idleMs: number): Readable {
+  let progressAt = Date.now();
+  const watched = new Transform({
+    transform(chunk, _encoding, done) { progressAt = Date.now(); done(null, chunk); },
+  });
+  const watch = setInterval(() => {
+    if (watched.readableLength > 0 || watched.writableLength > 0 || body.readableLength > 0) progressAt = Date.now();
+    else if (Date.now() - progressAt >= idleMs) {
+      watched.destroy(Object.assign(new Error(`The object store sent nothing more of the object for ${idleMs} ms while it was being read.`), { code: "ETIMEDOUT" }));
+    }
+  }, Math.max(10, Math.floor(idleMs / 4))).unref();
+  // Either side's end or failure ends both (a reader that destroys the body releases the socket).
+  pipelineCallback(body, watched, () => clearInterval(watch));
+  return watched;
+}
 
 export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = S3_TIMEOUTS): Promise<ObjectStore> {
   const s3 = await import("@aws-sdk/client-s3");
@@ -637,7 +663,7 @@ export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = 
           const total = /\/(\d+)$/.exec(res.ContentRange ?? "")?.[1];
           if (total) info.size = Number(total);
         }
-        return { body: res.Body as Readable, info };
+        return { body: watchedBody(res.Body as Readable, timeouts.bodyIdleMs), info };
       } catch (err) {
         if ((err as Error).name === "NoSuchKey" || (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return undefined;
         throw err;

@@ -642,9 +642,9 @@ function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
 
 /**
  * An S3 endpoint that answers a store's start (HeadBucket) and a HEAD of any key, answers a GET
- * with its headers and the first 64 KiB of a 100 MiB object and then sends nothing more (a
- * download whose client reads slowly: the gateway streams it, so the store's socket waits on that
- * client), answers a GET of a key under `slow/` at once with a body that takes two seconds to send,
+ * with its headers and the first 64 KiB of a 100 MiB object and then sends nothing more (as a
+ * download whose client reads slowly looks to the store's socket, the gateway streaming it to that
+ * client; and a store that stopped sending mid-object, to a reader that reads), answers a GET of a key under `slow/` at once with a body that takes two seconds to send,
  * answers a PUT once its body is in (a copy at once), and takes requests for keys under `silent/`
  * without ever answering them.
  */
@@ -736,7 +736,7 @@ test("[s3] sixty downloads whose clients read slowly hold up nothing: each has i
 });
 
 test("[s3] an endpoint that takes a request and never answers: each attempt ends at the answer's timeout, and the call fails as transient (503)", async (t) => {
-  await onStallingS3({ connectMs: 1_000, answerMs: 300 }, async (store, s3) => {
+  await onStallingS3({ connectMs: 1_000, answerMs: 300, bodyIdleMs: 2_000 }, async (store, s3) => {
     for (const call of [
       () => store.head("store://u/1/silent/a.txt"),
       () => store.get("store://u/1/silent/a.txt"),
@@ -753,14 +753,29 @@ test("[s3] an endpoint that takes a request and never answers: each attempt ends
 });
 
 test("[s3] the answer's timeout bounds the wait for an answer, not the body: a download whose bytes come slower than it, with pauses longer than it, is read whole", async (t) => {
-  await onStallingS3({ connectMs: 1_000, answerMs: 300 }, async (store) => {
+  await onStallingS3({ connectMs: 1_000, answerMs: 300, bodyIdleMs: 2_000 }, async (store) => {
     const got = await store.get("store://u/1/slow/a.bin");
     t.is((await readAll(got!.body)).length, 5 * 1024);
   });
 });
 
+test("[s3] a download whose store stops sending while its reader waits fails as transient after bodyIdleMs; a reader that is behind is never cut", async (t) => {
+  await onStallingS3({ connectMs: 1_000, answerMs: 300, bodyIdleMs: 500 }, async (store) => {
+    // The endpoint sends 64 KiB of the object and then nothing more.
+    const got = await store.get("store://u/1/stalled.bin");
+    // Unread bytes wait in the body's buffers: its reader is behind, not the store.
+    await new Promise((r) => setTimeout(r, 1_500));
+    t.false(got!.body.destroyed, "a reader that is behind is not cut");
+    let bytes = 0;
+    const failure = await within(5_000, (async () => { for await (const chunk of got!.body) bytes += (chunk as Buffer).length; })().then(() => undefined, (err: unknown) => err), "the stalled download hung");
+    t.is(bytes, 64 * 1024, "everything the store sent was read first");
+    t.truthy(failure, "the download failed");
+    t.true(isTransientFailure(failure), String(failure));
+  });
+});
+
 test("[s3] a streamed PUT has no answer's timeout: an uploader sending slower than it, with pauses longer than it, stores its object", async (t) => {
-  await onStallingS3({ connectMs: 1_000, answerMs: 300 }, async (store, s3) => {
+  await onStallingS3({ connectMs: 1_000, answerMs: 300, bodyIdleMs: 2_000 }, async (store, s3) => {
     // The PUT target's body: five parts 400 ms apart, as a slow client sends them.
     const uploader = Readable.from((async function* () {
       for (let i = 0; i < 5; i++) { await new Promise((r) => setTimeout(r, 400)); yield Buffer.alloc(1024, i); }
