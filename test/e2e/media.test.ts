@@ -55,6 +55,15 @@ test("media.create of a web page keeps the external URL and takes the page's pre
   t.is(priv.body.media.thumbnail_url, null);
 });
 
+test("media.create of a page that never finishes arriving answers once the page's read timeout passes: a link without a preview", async (t) => {
+  const c = await collection(owner, "Slow pages");
+  // Before, the call waited for the page's end: the socket's idle timeout restarts with every byte.
+  const res = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: img.url("/trickle.html") });
+  t.is(res.status, 200, JSON.stringify(res.body));
+  t.is(res.body.media.viewer, "website");
+  t.is(res.body.media.main_url, img.url("/trickle.html"));
+});
+
 test("video-hosting URLs stay website links even with viewer video; tags default to []", async (t) => {
   const c = await collection(owner, "Videos");
   const res = await sys.call(owner.token, { op: "media.create", collection_id: c, source_url: "https://www.youtube.com/watch?v=dQw4w9WgXcQ", viewer: "video", name: "Clip", thumbnail_url: "https://i.ytimg.com/vi/x/hq.jpg" });

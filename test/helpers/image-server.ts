@@ -38,6 +38,14 @@ export async function startImageServer(): Promise<ImageServer> {
       res.end(`<html><head><meta property="og:image" content="http://169.254.169.254/latest/meta-data/x.png"></head></html>`);
       return;
     }
+    if (req.url === "/trickle.html") {
+      // The start of a page at once, then a byte every 200 ms for as long as the reader stays.
+      res.writeHead(200, { "content-type": "text/html" });
+      res.write("<html><head><title>Never ends");
+      const drip = setInterval(() => res.write(" "), 200);
+      res.on("close", () => clearInterval(drip));
+      return;
+    }
     res.writeHead(404); res.end();
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));

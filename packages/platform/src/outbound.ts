@@ -137,10 +137,19 @@ async function fetchHops(raw: string, opts: FetchOptions): Promise<FetchStreamRe
         method: opts.method ?? "GET",
         headers: { "user-agent": "cms-fetch/1.0", ...opts.headers },
         lookup: pinned,
+        // The socket's idle timeout: it also bounds each pause of the body after the answer.
         timeout: timeoutMs,
-      }, resolve);
-      req.on("timeout", () => req.destroy(new OutboundError("timeout", `No response from ${url.host} within ${timeoutMs} ms.`)));
-      req.on("error", (err) => reject(err instanceof OutboundError ? err : new OutboundError("network", `Fetching ${url.host} failed: ${err.message}`)));
+      }, (answer) => { clearTimeout(answerDeadline); resolve(answer); });
+      const giveUp = () => req.destroy(new OutboundError("timeout", `No response from ${url.host} within ${timeoutMs} ms.`));
+      // The idle timeout restarts with every byte: a server sending its headers a byte every few
+      // seconds held the fetch (and the call waiting on it) for ever. The answer comes within
+      // timeoutMs of the request, all told.
+      const answerDeadline = setTimeout(giveUp, timeoutMs);
+      req.on("timeout", giveUp);
+      req.on("error", (err) => {
+        clearTimeout(answerDeadline);
+        reject(err instanceof OutboundError ? err : new OutboundError("network", `Fetching ${url.host} failed: ${err.message}`));
+      });
       req.end(opts.body);
     });
     const status = res.statusCode ?? 0;
@@ -161,31 +170,48 @@ export interface FetchResult {
   body: Buffer;
 }
 
-/** A vetted fetch whose body is read into memory, up to maxBytes. */
+/** A vetted fetch whose body is read into memory, up to maxBytes, the whole within timeoutMs. */
 export async function safeFetch(raw: string, opts: FetchOptions): Promise<FetchResult> {
-  const res = await fetchStream(raw, opts);
-  const max = opts.maxBytes ?? 20 * 1024 * 1024;
-  const declared = Number(res.headers["content-length"]);
-  if (declared > max) {
+  const started = Date.now();
+  const timeoutMs = opts.timeoutMs ?? 15_000;
+  const res = await fetchStream(raw, { ...opts, timeoutMs });
+  const body = await readFetchedBody(res, { maxBytes: opts.maxBytes ?? 20 * 1024 * 1024, timeoutMs: Math.max(1, timeoutMs - (Date.now() - started)) });
+  return { status: res.status, headers: res.headers, url: res.url, body };
+}
+
+/**
+ * A fetched body read into memory within `timeoutMs` from now, all told (the socket's idle timeout
+ * restarts with every byte: a server sending one every few seconds would hold the reader for
+ * ever): at most `maxBytes`, beyond which the fetch fails as "too_large", or with `truncate`
+ * ends there, the first maxBytes read.
+ */
+export async function readFetchedBody(res: FetchStreamResult, opts: { maxBytes: number; timeoutMs: number; truncate?: boolean }): Promise<Buffer> {
+  const { maxBytes } = opts;
+  const tooLarge = () => new OutboundError("too_large", `The response from ${res.url.host} is larger than ${maxBytes} bytes.`);
+  if (!opts.truncate && Number(res.headers["content-length"]) > maxBytes) {
     res.body.destroy();
-    throw new OutboundError("too_large", `The response from ${res.url.host} is larger than ${max} bytes.`);
+    throw tooLarge();
   }
   const chunks: Buffer[] = [];
   let size = 0;
-  const deadline = setTimeout(() => res.body.destroy(new OutboundError("timeout", `Reading from ${res.url.host} took too long.`)), opts.timeoutMs ?? 15_000);
+  const deadline = setTimeout(() => res.body.destroy(new OutboundError("timeout", `Reading from ${res.url.host} took longer than ${opts.timeoutMs} ms.`)), opts.timeoutMs);
   try {
     for await (const c of res.body) {
-      size += (c as Buffer).length;
-      if (size > max) {
+      const chunk = c as Buffer;
+      if (size + chunk.length > maxBytes) {
         res.body.destroy();
-        throw new OutboundError("too_large", `The response from ${res.url.host} is larger than ${max} bytes.`);
+        if (!opts.truncate) throw tooLarge();
+        chunks.push(chunk.subarray(0, maxBytes - size));
+        size = maxBytes;
+        break;
       }
-      chunks.push(c as Buffer);
+      chunks.push(chunk);
+      size += chunk.length;
     }
   } catch (err) {
     throw err instanceof OutboundError ? err : new OutboundError("network", `Reading from ${res.url.host} failed: ${(err as Error).message}`);
   } finally {
     clearTimeout(deadline);
   }
-  return { status: res.status, headers: res.headers, url: res.url, body: Buffer.concat(chunks) };
+  return Buffer.concat(chunks, size);
 }

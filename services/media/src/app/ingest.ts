@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
 import {
   AppError, ImageError, ObjectTooLargeError, OutboundError, emitObjectsOrphaned, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey,
-  mediaThumbnails, processImageFor, readObject, safeFetch, type Caller,
+  mediaThumbnails, processImageFor, readFetchedBody, readObject, safeFetch, type Caller,
 } from "@cms/platform";
 import { pagePreview } from "../domain/page-preview.js";
 import { checkOwnKey, isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
@@ -22,6 +22,8 @@ import type { MediaDeps } from "./ports.js";
 /** Largest file media.create downloads from a URL. */
 export const MAX_DOWNLOAD_BYTES = 100 * 1024 * 1024;
 const MAX_PAGE_BYTES = 2 * 1024 * 1024;
+/** How long a page read for its preview (title, image) may take to answer, and then to arrive. */
+const PAGE_TIMEOUT_MS = 10_000;
 const MAX_IMAGE_BYTES = 30 * 1024 * 1024;
 
 /** What a source became: the row's file columns, and the thumbnails made for it. */
@@ -171,7 +173,7 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
         let page = html;
         if (page === undefined) {
           try {
-            const res = await safeFetch(url.toString(), { policy, maxBytes: MAX_PAGE_BYTES, timeoutMs: 10_000 });
+            const res = await safeFetch(url.toString(), { policy, maxBytes: MAX_PAGE_BYTES, timeoutMs: PAGE_TIMEOUT_MS });
             page = res.status === 200 && String(res.headers["content-type"] ?? "").includes("html") ? res.body.toString("utf8") : undefined;
           } catch (err) {
             if (err instanceof OutboundError && err.reason === "blocked_host") fetchError(err, "source_url");
@@ -202,11 +204,9 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
     }
     const declared = String(res.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
     if (declared === "text/html" || declared === "application/xhtml+xml") {
-      const chunks: Buffer[] = [];
-      let n = 0;
-      for await (const c of res.body) { chunks.push(c as Buffer); n += (c as Buffer).length; if (n > MAX_PAGE_BYTES) break; }
-      res.body.destroy();
-      return website(Buffer.concat(chunks).toString("utf8"));
+      // A page that cannot be read (in time) is a link without a preview, as in website().
+      const page = await readFetchedBody(res, { maxBytes: MAX_PAGE_BYTES, timeoutMs: PAGE_TIMEOUT_MS, truncate: true }).catch(() => undefined);
+      return website(page?.toString("utf8") ?? "");
     }
     const declaredLength = Number(res.headers["content-length"]);
     if (declaredLength > MAX_DOWNLOAD_BYTES) {
