@@ -2,8 +2,8 @@
  * What a Connect hop costs in split mode: the same operations through an all-in-one process and
  * through a split system (every service its own process, Connect over HTTP/2 between them,
  * caller assertions signed and verified on every hop), on the same PostgreSQL server and NATS,
- * measured in one run at one connection (latency, no queueing), alternating the two systems
- * twice so that drift of the machine falls on both. The added p50 per hop is
+ * measured in one run at one connection (latency, no queueing), after an untimed pass of every
+ * op on both, alternating the two systems twice so that drift of the machine falls on both. The added p50 per hop is
  * (split p50 - all-in-one p50) / hops, with the hops each op makes:
  * - ping: none (the gateway answers; the gap here is what differs besides hops);
  * - collections.get: gateway -> collections (the token's introspection is cached);
@@ -27,6 +27,9 @@ const FLOOR_NAMES = {
   connect: "Connect (connect-node, binary, no interceptors)",
   unary: "Connect (the services' unary transport and fast path, no interceptors)",
 } as const;
+
+/** How long each op runs on each system before the first round (when warm-ups are on). */
+const PRE_WARM_MS = 3_000;
 
 /** The ops measured, with the Connect hops each makes (bench/profile-split.ts profiles them too). */
 export const OPS: Array<{ name: string; hops: number; body: (ids: { collection: number }) => Record<string, unknown> }> = [
@@ -58,6 +61,18 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     for (const [label, allInOne] of [["all-in-one", true], ["split", false]] as const) {
       const sys = await startSplitSystem({ allInOne, env: { LOG_LEVEL: "info", RATE_LIMIT_PER_MINUTE: "100000000", DB_POOL_MAX: "8", ...telemetryEnv() } });
       systems.push({ label, sys, ids: await seed(sys) });
+    }
+    // Every op on both systems, untimed, before the first round: a process runs its first
+    // requests in code V8 has not optimised yet, and the first op measured on the split system
+    // paid for its gateway's and its service's (collections.get, the first: split p50 5.86 ms in
+    // round 1 against 2.47 in round 2, one run of stop 50's).
+    if (common.warmupMs) {
+      for (const { sys, ids } of systems) {
+        for (const op of OPS) {
+          await drive({ ...common, durationMs: PRE_WARM_MS, warmupMs: 0, name: "pre-warm", url: `${sys.gateways[0]}/functions/v1/thirdparty-v1`,
+            headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${ids.token}` }, body: JSON.stringify(op.body({ collection: ids.collection })) });
+        }
+      }
     }
     const results: LoadResult[] = [];
     const p50s = new Map<string, number[]>();
