@@ -644,9 +644,10 @@ function putInChild(spec: Record<string, unknown>): Promise<PutOutcome> {
  * An S3 endpoint that answers a store's start (HeadBucket) and a HEAD of any key, answers a GET
  * with its headers and the first 64 KiB of a 100 MiB object and then sends nothing more (as a
  * download whose client reads slowly looks to the store's socket, the gateway streaming it to that
- * client; and a store that stopped sending mid-object, to a reader that reads), answers a GET of a key under `slow/` at once with a body that takes two seconds to send,
- * answers a PUT once its body is in (a copy at once), and takes requests for keys under `silent/`
- * without ever answering them.
+ * client; and a store that stopped sending mid-object, to a reader that reads), answers a GET of
+ * a key under `slow/` at once with a body that takes two seconds to send, answers a PUT once its
+ * body is in (a copy at once), and takes requests for keys under `silent/` without ever answering
+ * them.
  */
 async function stallingS3(): Promise<{ config: S3Config; gets(): number; silentRequests(): number; putBytes: number[]; close(): Promise<void> }> {
   let gets = 0;

@@ -10,7 +10,7 @@ import { SocialService } from "@cms/contracts/social/v1/social_pb";
 import { freshDatabase } from "../../../test/helpers/system.ts";
 import { createDb, migrate } from "../src/db.ts";
 import { serviceMigrations } from "../src/bus.ts";
-import { createOneStatementUnit, createUnitOfWork, inUnitOfWork, type Queryable } from "../src/unit-of-work.ts";
+import { createOneStatementUnit, createUnitOfWork, inUnitOfWork, type EventWriter, type Queryable } from "../src/unit-of-work.ts";
 import { assertCalls } from "../src/authn.ts";
 import { runInCallScope } from "../src/call-scope.ts";
 import { AppError } from "../src/errors.ts";
@@ -177,7 +177,7 @@ test.serial("a unit of one statement of a call that has ended sends nothing", as
   t.teardown(() => { db.off("query", onQuery); });
   const ended = AbortSignal.abort();
   const tag = `ended-${randomBytes(3).toString("hex")}`;
-  for (const emit of [async () => {}, (events: { emit(type: string, payload: Record<string, unknown>): Promise<void> }) => events.emit("note.changed", { tag })]) {
+  for (const emit of [async () => {}, (events: EventWriter) => events.emit("note.changed", { tag })]) {
     const err = await t.throwsAsync(inCall(ended, () => unit(db("notes").where({ id }).update({ body: "changed" }).returning(["id"]), emit)), { instanceOf: AppError });
     t.is(err!.code, "unavailable");
   }
