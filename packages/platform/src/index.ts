@@ -11,6 +11,7 @@ export * from "./assertions.js";
 export * from "./tokens.js";
 export * from "./ttl-cache.js";
 export * from "./authn.js";
+export * from "./call-scope.js";
 export * from "./unit-of-work.js";
 export * from "./health.js";
 export * from "./rpc.js";

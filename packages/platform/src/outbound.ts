@@ -97,6 +97,8 @@ export interface FetchOptions {
   body?: Buffer | string;
   /** false: a 3xx is returned as is (webhooks count it as a failure). */
   followRedirects?: boolean;
+  /** Ends the fetch, its answer or its body, once aborted: the call it serves has ended. */
+  signal?: AbortSignal;
 }
 
 export interface FetchStreamResult {
@@ -139,6 +141,7 @@ async function fetchHops(raw: string, opts: FetchOptions): Promise<FetchStreamRe
         lookup: pinned,
         // The socket's idle timeout: it also bounds each pause of the body after the answer.
         timeout: timeoutMs,
+        signal: opts.signal,
       }, (answer) => { clearTimeout(answerDeadline); resolve(answer); });
       const giveUp = () => req.destroy(new OutboundError("timeout", `No response from ${url.host} within ${timeoutMs} ms.`));
       // The idle timeout restarts with every byte: a server sending its headers a byte every few

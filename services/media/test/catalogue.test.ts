@@ -5,7 +5,9 @@
  * and no call to the collections service inside a unit of work (the fake refuses one).
  */
 import test from "ava";
-import { AppError, EVENTS } from "@cms/platform";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { AppError, EVENTS, runInCallScope } from "@cms/platform";
 import sharp from "sharp";
 import { callerOf, fakeMediaApp } from "./fakes.js";
 
@@ -403,4 +405,33 @@ test("a thumbnail set anew forgets the source the old pair was made from", async
   t.is(row.thumbnail_source, null);
   const err = await t.throwsAsync(f.app.catalogue.finalizeThumbnail(owner, note.id, source), { instanceOf: AppError });
   t.is(err.code, "invalid_request", "the consumed source is not taken for the row's pair any more");
+});
+
+test("a source_url download stops once its call has ended: the connection is closed and no item is made", async (t) => {
+  // A 10 MiB file sent 16 bytes every 50 ms: its pauses are short, so only the call's end stops it.
+  let sending!: () => void;
+  let closed!: () => void;
+  const downloadStarted = new Promise<void>((resolve) => { sending = resolve; });
+  const connectionClosed = new Promise<void>((resolve) => { closed = resolve; });
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(10 * 1024 * 1024) });
+    res.write(Buffer.alloc(1024));
+    sending();
+    const drip = setInterval(() => res.write(Buffer.alloc(16)), 50);
+    res.on("close", () => { clearInterval(drip); closed(); });
+  });
+  await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening));
+  t.teardown(() => { server.closeAllConnections(); server.close(); });
+  const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const f = fakeMediaApp({ outboundAllowedHosts: [host] });
+  const call = new AbortController();
+  const created = runInCallScope({ principal: { internal: true }, service: "media", signal: call.signal }, () =>
+    f.app.catalogue.createMedia(owner, { collectionId: 1, sourceUrl: `http://${host}/big.bin`, tags: [] }));
+  // The gateway gives up (split mode's 60 s) while the file is still arriving.
+  await downloadStarted;
+  setTimeout(() => call.abort(), 300);
+  await t.throwsAsync(created);
+  // Before, the download went on until the whole file came (about nine hours at this pace).
+  await connectionClosed;
+  t.deepEqual(f.state.media, []);
 });

@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
 import {
-  AppError, ImageError, ObjectTooLargeError, OutboundError, emitObjectsOrphaned, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey,
+  AppError, ImageError, ObjectTooLargeError, OutboundError, currentCall, emitObjectsOrphaned, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey,
   mediaThumbnails, processImageFor, readFetchedBody, readObject, safeFetch, type Caller,
 } from "@cms/platform";
 import { pagePreview } from "../domain/page-preview.js";
@@ -194,7 +194,9 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
 
     let res;
     try {
-      res = await fetchStream(url.toString(), { policy, timeoutMs: 30_000 });
+      // Bounded per pause, not in total (a file of any size at any speed), until the call ends:
+      // in split mode the gateway gives up after 60 s, and the download stops with it.
+      res = await fetchStream(url.toString(), { policy, timeoutMs: 30_000, signal: currentCall()?.signal });
     } catch (err) {
       fetchError(err, "source_url");
     }
