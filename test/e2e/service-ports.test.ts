@@ -143,9 +143,14 @@ if (!splitEnabled) {
       await holder.query("SELECT id FROM collections.collections WHERE id = $1 FOR UPDATE", [id]);
       const late = update(id, `Too late (${protocol})`);
       t.is(await late, protocol === "gRPC" ? "DEADLINE_EXCEEDED" : "DeadlineExceeded", protocol);
-      // The service's update is still there, waiting for the row (DB_LOCK_TIMEOUT_MS is 5 s).
-      const waiting = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'");
-      t.is(waiting.rows[0].n, 1, `${protocol}: the update waits for the row`);
+      // The service's update goes on and waits for the row (DB_LOCK_TIMEOUT_MS is 5 s): it is
+      // let go only once it waits there, past its caller's deadline.
+      let waiting = 0;
+      for (let tries = 0; waiting === 0 && tries < 100; tries++) {
+        if (tries) await new Promise((r) => setTimeout(r, 20));
+        waiting = (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'")).rows[0].n;
+      }
+      t.is(waiting, 1, `${protocol}: the update waits for the row`);
       await holder.query("ROLLBACK");
       // Locking the row again waits until the update's transaction has ended, one way or the other.
       await holder.query("BEGIN");
