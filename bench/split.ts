@@ -48,6 +48,15 @@ export async function seed(sys: SplitSystem): Promise<{ token: string; collectio
   return { token: u.token, collection: collection.id };
 }
 
+/** The JSON endpoint's request of `op` on `sys`, as the seeded user. */
+function opRequest(sys: SplitSystem, ids: { token: string; collection: number }, op: (typeof OPS)[number]) {
+  return {
+    url: `${sys.gateways[0]}/functions/v1/thirdparty-v1`,
+    headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${ids.token}` },
+    body: JSON.stringify(op.body({ collection: ids.collection })),
+  };
+}
+
 async function run(opts: BenchOptions): Promise<ScenarioReport> {
   process.env.DATABASE_URL ??= "postgres://postgres@127.0.0.1:5432/postgres";
   process.env.NATS_URL ??= "nats://127.0.0.1:4222";
@@ -69,8 +78,7 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
     if (common.warmupMs) {
       for (const { sys, ids } of systems) {
         for (const op of OPS) {
-          await drive({ ...common, durationMs: PRE_WARM_MS, warmupMs: 0, name: "pre-warm", url: `${sys.gateways[0]}/functions/v1/thirdparty-v1`,
-            headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${ids.token}` }, body: JSON.stringify(op.body({ collection: ids.collection })) });
+          await drive({ ...common, durationMs: PRE_WARM_MS, warmupMs: 0, name: "pre-warm", ...opRequest(sys, ids, op) });
         }
       }
     }
@@ -81,13 +89,10 @@ async function run(opts: BenchOptions): Promise<ScenarioReport> {
       for (const { label, sys, ids } of systems) {
         for (const op of OPS) {
           const pids = sys.procs.filter((p) => !p.done).map((p) => p.child.pid!);
-          if (common.warmupMs) await drive({ ...common, durationMs: common.warmupMs, warmupMs: 0, name: "warm-up", url: `${sys.gateways[0]}/functions/v1/thirdparty-v1`,
-            headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${ids.token}` }, body: JSON.stringify(op.body({ collection: ids.collection })) });
+          if (common.warmupMs) await drive({ ...common, durationMs: common.warmupMs, warmupMs: 0, name: "warm-up", ...opRequest(sys, ids, op) });
           const cpu0 = processCpuUs(pids);
           const measured = await drive({
-            ...common, name: `${op.name} ${label} (round ${rnd + 1})`, url: `${sys.gateways[0]}/functions/v1/thirdparty-v1`,
-            headers: { "content-type": "application/json", apikey: API_KEY, authorization: `Bearer ${ids.token}` }, body: JSON.stringify(op.body({ collection: ids.collection })),
-            warmupMs: 0,
+            ...common, name: `${op.name} ${label} (round ${rnd + 1})`, ...opRequest(sys, ids, op), warmupMs: 0,
           });
           const r = { ...measured, cpuUsPerReq: round((processCpuUs(pids) - cpu0) / Math.max(1, measured.requests), 1) };
           results.push(r);

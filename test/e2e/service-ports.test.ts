@@ -12,7 +12,6 @@ import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type M
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { createPrivateKey } from "node:crypto";
 import { SignJWT } from "jose";
-import pg from "pg";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
@@ -21,6 +20,7 @@ import { Health, HealthCheckResponse_ServingStatus as Serving } from "@cms/contr
 import { ServerReflection, ServerReflectionResponseSchema, ServerReflectionRequestSchema } from "@cms/contracts/grpc/reflection/v1/reflection_pb";
 import { ASSERTION_HEADER, createAssertionSigner, generateCallerKeyPem, loadCallerKeys } from "@cms/platform";
 import { admin, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
+import { systemDb, until } from "../helpers/faults.js";
 
 /** A unary call through grpc-js: the method's path, its messages serialized by protobuf-es. */
 function unary<I extends DescMessage, O extends DescMessage>(client: grpc.Client, method: DescMethod & { input: I; output: O }, init: MessageInitShape<I>, metadata: Record<string, string> = {}, options: grpc.CallOptions = {}): Promise<MessageShape<O>> {
@@ -133,9 +133,7 @@ if (!splitEnabled) {
         try { await connectClient.updateCollection({ collectionId: id, name }, { timeoutMs: 400 }); return "OK"; } catch (err) { return Code[ConnectError.from(err).code]!; }
       }],
     ];
-    const holder = new pg.Client({ connectionString: sys.env.DATABASE_URL });
-    await holder.connect();
-    t.teardown(() => holder.end());
+    const holder = await systemDb(t, sys);
     for (const [protocol, update] of protocols) {
       const created = await unary(grpcClient, CollectionsService.method.createCollection, { name: `Kept (${protocol})` }, auth);
       const id = created.collection!.id;
@@ -146,10 +144,7 @@ if (!splitEnabled) {
       // The service's update goes on and waits for the row (DB_LOCK_TIMEOUT_MS is 5 s): it is
       // let go only once it waits there, past its caller's deadline.
       let waiting = 0;
-      for (let tries = 0; waiting === 0 && tries < 100; tries++) {
-        if (tries) await new Promise((r) => setTimeout(r, 20));
-        waiting = (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'")).rows[0].n;
-      }
+      await until(async () => (waiting = (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'")).rows[0].n) > 0, 2_000);
       t.is(waiting, 1, `${protocol}: the update waits for the row`);
       await holder.query("ROLLBACK");
       // Locking the row again waits until the update's transaction has ended, one way or the other.
