@@ -76,10 +76,12 @@ export function unaryHandlerContext(method: DescMethod, init: { protocolName: st
 /**
  * Connect's runUnaryCall and createHandlerContext give each call two deadline timers, four abort
  * controllers and their listeners, and an AbortError built when the call ends: more than the
- * rest of the hop in process, where nothing could stop a running handler anyway. Here the client
- * interceptors and then the server side run over the caller's signal (if any) as it is; a
- * deadline is still known to the handler through timeoutMs(), and failures reach the caller as
- * ConnectErrors exactly as runUnaryCall makes them.
+ * rest of the hop in process. Here a call without a deadline runs the client interceptors and then
+ * the server side over the caller's signal (if any) as it is. A call with one gets one timer and
+ * one controller, as on a service port (connect-unary.ts): at the deadline its caller is answered
+ * deadline_exceeded and the handler's signal aborts, so that what it still does stops (a download
+ * in progress) or commits nothing (the unit of work), as in split mode. Failures reach the caller
+ * as ConnectErrors exactly as runUnaryCall makes them.
  */
 export function createDirectTransport(opts: DirectTransportOptions): Transport {
   const specs = collectImplementations(opts.routes);
@@ -102,15 +104,36 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const spec = specs.get(`${method.parent.typeName}/${method.name}`);
       if (spec?.kind !== "unary") return opts.streams.unary(method, signal, timeoutMs, header, input, contextValues);
-      const req: UnaryRequest = {
+      const request = (callSignal: AbortSignal) => ({
         stream: false, service: method.parent, method, requestMethod: "POST", url: `in-process:/${method.parent.typeName}/${method.name}`,
-        header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: create(method.input, input), signal: signal ?? NEVER_ABORTED,
-      } as UnaryRequest;
-      if (timeoutMs !== undefined) deadlines.set(req.header, Date.now() + timeoutMs);
+        header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: create(method.input, input), signal: callSignal,
+      } as UnaryRequest);
+      if (timeoutMs === undefined) {
+        const req = request(signal ?? NEVER_ABORTED);
+        try {
+          return await call(req) as never;
+        } catch (reason) {
+          throw failure(req.signal, reason);
+        }
+      }
+      // Ended by the deadline or by the caller's abort, whichever comes first: the caller is
+      // answered at once, and the handler's signal says why.
+      if (signal?.aborted) throw ConnectError.from(getAbortSignalReason(signal), Code.Canceled);
+      const ends = new AbortController();
+      let stop!: (error: ConnectError) => void;
+      const ended = new Promise<never>((_, reject) => { stop = (error) => { ends.abort(error); reject(error); }; });
+      const onCallerAbort = () => stop(ConnectError.from(getAbortSignalReason(signal!), Code.Canceled));
+      signal?.addEventListener("abort", onCallerAbort);
+      const timer = setTimeout(() => stop(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+      const req = request(ends.signal);
+      deadlines.set(req.header, Date.now() + timeoutMs);
       try {
-        return await call(req) as never;
+        return await Promise.race([call(req), ended]) as never;
       } catch (reason) {
-        throw req.signal.aborted ? ConnectError.from(getAbortSignalReason(req.signal), Code.Canceled) : ConnectError.from(reason);
+        throw failure(ends.signal, reason);
+      } finally {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onCallerAbort);
       }
     },
     stream: (...args) => opts.streams.stream(...args),
@@ -118,3 +141,8 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
 }
 
 const noTimeout = () => undefined;
+
+/** What the caller of an in-process call is told: the deadline's own ConnectError, a cancellation, or the failure. */
+function failure(callSignal: AbortSignal, reason: unknown): ConnectError {
+  return callSignal.aborted ? ConnectError.from(getAbortSignalReason(callSignal), Code.Canceled) : ConnectError.from(reason);
+}

@@ -200,8 +200,10 @@ export function fromConnectError(err: unknown): AppError {
     case Code.InvalidArgument:
       return new AppError("invalid_request", ce.rawMessage);
     case Code.Unavailable:
-    case Code.DeadlineExceeded:
       return unavailable();
+    case Code.DeadlineExceeded:
+      // The service is up but did not answer in time (waiting for a row, a slow source_url).
+      return new AppError("unavailable", "The operation did not finish within its time limit; safe to retry with exponential backoff.");
     default:
       return new AppError("server_error", "Internal error; safe to retry with exponential backoff.");
   }

@@ -1,17 +1,18 @@
 /**
  * The all-in-one process's in-process transport: client interceptors, then server interceptors,
  * then the handler, in that order; the handler knows the call's deadline; failures reach the
- * caller as ConnectErrors with their code, or as a cancellation once the caller's signal aborted.
+ * caller as ConnectErrors with their code, or as a cancellation once the caller's signal aborted;
+ * a call past its deadline is answered deadline_exceeded at once and its handler's signal aborts.
  */
 import test from "ava";
 import { Code, ConnectError, createClient, createRouterTransport, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { createDirectTransport } from "../src/direct-transport.ts";
 
-function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | undefined; header: Headers }) => Promise<boolean>, order: string[] = []) {
+function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | undefined; header: Headers; signal: AbortSignal }) => Promise<boolean>, order: string[] = []) {
   const tag = (name: string): Interceptor => (next) => async (req) => { order.push(name); return next(name === "client-2" ? { ...req } : req); };
   const routes = (r: import("@connectrpc/connect").ConnectRouter) => r.service(AuthService, {
-    async checkApiKey(req: { apikey: string }, ctx: HandlerContext) { order.push("handler"); return { valid: await handler(req.apikey, { timeoutMs: ctx.timeoutMs, header: ctx.requestHeader }) }; },
+    async checkApiKey(req: { apikey: string }, ctx: HandlerContext) { order.push("handler"); return { valid: await handler(req.apikey, { timeoutMs: ctx.timeoutMs, header: ctx.requestHeader, signal: ctx.signal }) }; },
   } as never);
   return createDirectTransport({
     routes, clientInterceptors: [tag("client-1"), tag("client-2")], serverInterceptors: [tag("server-1")],
@@ -45,4 +46,52 @@ test("a handler's failure is a ConnectError with its code; an aborted signal is 
   abort.abort();
   const cancelled = await t.throwsAsync(client.checkApiKey({ apikey: "plain" }, { signal: abort.signal }));
   t.is((cancelled as ConnectError).code, Code.Canceled);
+});
+
+/** Resolves once `signal` aborts, with its reason, or after `ms` with "never aborted". */
+function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve("never aborted"), ms);
+    signal.addEventListener("abort", () => { clearTimeout(timer); resolve(signal.reason); }, { once: true });
+  });
+}
+
+test("a call past its deadline is answered deadline_exceeded at the deadline, and its handler's signal aborts", async (t) => {
+  let handlerSignal: AbortSignal | undefined;
+  let handlerDone = false;
+  const client = createClient(AuthService, transportWith(async (_key, ctx) => {
+    handlerSignal = ctx.signal;
+    // A handler that goes on past the deadline (a download, a statement waiting for a lock).
+    await abortedWithin(ctx.signal, 5_000);
+    await new Promise((r) => setTimeout(r, 300));
+    handlerDone = true;
+    return true;
+  }));
+  const started = Date.now();
+  const err = await t.throwsAsync(client.checkApiKey({ apikey: "k" }, { timeoutMs: 150 }));
+  const waited = Date.now() - started;
+  t.is((err as ConnectError).code, Code.DeadlineExceeded);
+  t.true(waited >= 140 && waited < 2_000, `answered after ${waited} ms`);
+  t.false(handlerDone, "answered without waiting for the handler");
+  t.true(handlerSignal!.aborted);
+  t.is(ConnectError.from(handlerSignal!.reason).code, Code.DeadlineExceeded);
+  // A call that ends in time leaves its handler's signal as it was.
+  let inTime: AbortSignal | undefined;
+  const quick = createClient(AuthService, transportWith(async (_key, ctx) => { inTime = ctx.signal; return true; }));
+  t.true((await quick.checkApiKey({ apikey: "k" }, { timeoutMs: 150 })).valid);
+  t.is(await abortedWithin(inTime!, 300), "never aborted");
+});
+
+test("a caller's abort during a call with a deadline cancels it and aborts its handler's signal", async (t) => {
+  let handlerSignal: AbortSignal | undefined;
+  const client = createClient(AuthService, transportWith(async (_key, ctx) => {
+    handlerSignal = ctx.signal;
+    await abortedWithin(ctx.signal, 5_000);
+    return true;
+  }));
+  const caller = new AbortController();
+  setTimeout(() => caller.abort(), 50);
+  const err = await t.throwsAsync(client.checkApiKey({ apikey: "k" }, { timeoutMs: 10_000, signal: caller.signal }));
+  t.is((err as ConnectError).code, Code.Canceled);
+  t.true(handlerSignal!.aborted);
 });

@@ -151,7 +151,11 @@ test("detail-less ConnectErrors map by code", (t) => {
   t.is(inv.status, 400);
   t.is(inv.detail, "name too long");
   t.is(fromConnectError(new ConnectError("down", Code.Unavailable)).status, 503);
-  t.is(fromConnectError(new ConnectError("slow", Code.DeadlineExceeded)).code, "unavailable");
+  const late = fromConnectError(new ConnectError("slow", Code.DeadlineExceeded));
+  t.is(late.code, "unavailable");
+  t.is(late.status, 503);
+  // A deadline says so: the service answered nothing in time, it is not down.
+  t.regex(late.detail, /did not finish within its time limit; safe to retry/);
 });
 
 test("fromConnectError returns an AppError unchanged and toConnectError a ConnectError unchanged", (t) => {

@@ -195,7 +195,7 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
     let res;
     try {
       // Bounded per pause, not in total (a file of any size at any speed), until the call ends:
-      // in split mode the gateway gives up after 60 s, and the download stops with it.
+      // the gateway gives up after 60 s, and the download stops with it.
       res = await fetchStream(url.toString(), { policy, timeoutMs: 30_000, signal: currentCall()?.signal });
     } catch (err) {
       fetchError(err, "source_url");

@@ -1,0 +1,52 @@
+/**
+ * A call past its deadline in the all-in-one process, whose services call each other in process
+ * (the gateway's calls carry its 60 s deadline; here a shorter one, set as the gateway sets its
+ * own): its caller is answered deadline_exceeded at the deadline, and the handler, still waiting
+ * for a row another session holds, commits nothing once the row is let go. Before, an in-process
+ * call had no deadline at all: it answered whenever its handler ended, and committed then.
+ * Split mode's service ports are tested so in service-ports.test.ts.
+ */
+import test from "ava";
+import pg from "pg";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
+import { actAsKey } from "@cms/platform";
+import { startTestSystem, type TestSystem } from "../helpers/system.js";
+import { until } from "../helpers/faults.js";
+
+let sys: TestSystem;
+test.before(async () => { sys = await startTestSystem(); });
+test.after.always(async () => { await sys?.stop(); });
+
+test("an in-process call whose deadline passes while it waits for a lock is answered deadline_exceeded and commits nothing", async (t) => {
+  const owner = await sys.user();
+  const id = (await sys.must(owner.token, { op: "collections.create", name: "Kept" })).collection.id as number;
+  const collections = sys.system.clients.get(CollectionsService);
+  const asOwner = () => createContextValues().set(actAsKey, { userId: owner.userId, username: owner.username, plan: "free", isAdmin: false, scopes: ["collections:write"], tokenId: "deadline-test" });
+  const holder = new pg.Client({ connectionString: sys.system.databaseUrl });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  try {
+    await holder.query("BEGIN");
+    await holder.query("SELECT id FROM collections.collections WHERE id = $1 FOR UPDATE", [id]);
+    const started = Date.now();
+    const late = await collections.updateCollection({ collectionId: BigInt(id), name: "Too late" }, { timeoutMs: 400, contextValues: asOwner() })
+      .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
+    t.is(late, "DeadlineExceeded");
+    t.true(Date.now() - started < 4_000, "answered at the deadline, not when the lock timeout (5 s) ended the statement");
+    // The handler goes on and waits for the row; it is let go only once it waits there.
+    const waits = await until(async () => (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'")).rows[0].n > 0, 2_000);
+    t.true(waits, "the update waits for the row");
+    await holder.query("ROLLBACK");
+    // Locking the row again waits until the update's transaction has ended, one way or the other.
+    await holder.query("BEGIN");
+    const after = await holder.query("SELECT name FROM collections.collections WHERE id = $1 FOR UPDATE", [id]);
+    await holder.query("COMMIT");
+    t.is(after.rows[0].name, "Kept", "its caller was told it failed, and nothing was written");
+  } finally {
+    await holder.query("ROLLBACK").catch(() => {});
+  }
+  // In time, the same update is written.
+  const renamed = await collections.updateCollection({ collectionId: BigInt(id), name: "Renamed" }, { timeoutMs: 5_000, contextValues: asOwner() });
+  t.is(renamed.collection?.name, "Renamed");
+});
