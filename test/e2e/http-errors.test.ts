@@ -1,14 +1,15 @@
 /**
  * Malformed HTTP that Node's parser refuses before any route: answered with the contract's JSON
- * error shape (where the socket still takes an answer), and bodies shorter than their
- * Content-Length.
+ * error shape (where the socket still takes an answer), bodies shorter than their
+ * Content-Length, and bodies that stop arriving (REQUEST_BODY_IDLE_MS, shortened here).
  */
 import test from "ava";
 import net from "node:net";
 import { startTestSystem, API_KEY, type TestSystem } from "../helpers/system.js";
 
 let sys: TestSystem;
-test.before(async () => { sys = await startTestSystem(); });
+const BODY_IDLE_MS = 500;
+test.before(async () => { sys = await startTestSystem({ REQUEST_BODY_IDLE_MS: String(BODY_IDLE_MS) }); });
 test.after.always(async () => { await sys?.stop(); });
 
 /** Sends raw bytes, half-closes when asked, and reads the whole answer. */
@@ -61,4 +62,34 @@ test("a body shorter than its Content-Length: 400 with the contract's body when 
   // The server stays up and answers the next request.
   const ok = await sys.call(undefined, { op: "operations.list" });
   t.is(ok.status, 200);
+});
+
+test("a JSON body that stops arriving: 408 with the contract's body once REQUEST_BODY_IDLE_MS passes, and the connection closes", async (t) => {
+  const body = JSON.stringify({ op: "ping" });
+  const started = Date.now();
+  // The socket stays open after part of the body, as a stalled client's does; raw() resolves
+  // only once the server ends the connection.
+  const res = await raw(`POST /functions/v1/thirdparty-v1 HTTP/1.1\r\nHost: x\r\napikey: ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${body.length + 50}\r\n\r\n${body}`, { end: false });
+  t.true(Date.now() - started >= BODY_IDLE_MS - 50);
+  t.is(res.status, 408, res.headers);
+  t.regex(res.headers, /connection: close/i);
+  t.is(JSON.parse(res.body).error, "invalid_request");
+  t.regex(JSON.parse(res.body).detail, new RegExp(`stopped arriving: nothing for 0.5 s after ${body.length} bytes \\(Content-Length ${body.length + 50}\\)`));
+});
+
+test("an upload PUT whose body stops arriving: 408, the connection closes, nothing is stored, and the same URL then takes the whole body", async (t) => {
+  const u = await sys.user();
+  const c = (await sys.must(u.token, { op: "collections.create", name: "stalled uploads" })).collection.id;
+  const r = await sys.must(u.token, { op: "media.get_upload_url", collection_id: c, filename: "data.bin", content_type: "application/octet-stream" });
+  const body = Buffer.alloc(300_000, 7);
+  const path = new URL(r.byte_upload_url).pathname;
+  const head = `PUT ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: ${body.length}\r\n\r\n`;
+  const res = await raw(Buffer.concat([Buffer.from(head), body.subarray(0, 100_000)]), { end: false });
+  t.is(res.status, 408, res.headers);
+  t.regex(res.headers, /connection: close/i);
+  t.regex(JSON.parse(res.body).detail, /stopped arriving/);
+  t.is(await sys.system.store.head(r.store_key), undefined, "nothing stored");
+  const put = await fetch(r.byte_upload_url, { method: "PUT", headers: { "content-type": "application/octet-stream" }, body });
+  t.is(put.status, 200);
+  t.is((await put.json()).size_bytes, body.length);
 });

@@ -22,6 +22,7 @@ export * from "./tags.js";
 export * from "./launcher.js";
 export * from "./events.js";
 export * from "./outbound.js";
+export * from "./idle-bound.js";
 export * from "./grants.js";
 export * from "./images.js";
 export * from "./ids.js";

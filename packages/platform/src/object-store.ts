@@ -8,10 +8,11 @@ import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSyn
 import { mkdir, readFile, readdir, rename, rm, stat, unlink, writeFile, open, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID, createHash } from "node:crypto";
-import { PassThrough, Readable, Transform, pipeline as pipelineCallback } from "node:stream";
+import { PassThrough, Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { S3Config } from "./config.js";
 import { traceOutbound } from "./telemetry.js";
+import { idleBounded } from "./idle-bound.js";
 import { statusClass } from "./metrics.js";
 
 export interface ObjectInfo {
@@ -538,24 +539,12 @@ const S3_TIMEOUTS: S3Timeouts = { connectMs: 5_000, answerMs: 15_000, bodyIdleMs
  * A download's body that fails (ETIMEDOUT: transient) once `idleMs` pass with nothing arriving
  * while its reader waits for more: the store stopped sending mid-object, or a middlebox dropped
  * the connection without a word, and the reader (a client the gateway streams to, a hash, a
- * thumbnail) would wait for ever. A socket idle timeout cannot tell that from a reader that is
- * behind (the gateway's client reading slowly: the socket then waits on it): here, while bytes
- * wait unread in the body's buffers, the reader is behind and the watch starts again.
+ * thumbnail) would wait for ever; a reader that is behind is never the reason (idleBounded).
  */
 function watchedBody(body: Readable, idleMs: number): Readable {
-  let progressAt = Date.now();
-  const watched = new Transform({
-    transform(chunk, _encoding, done) { progressAt = Date.now(); done(null, chunk); },
+  return idleBounded(body, idleMs, {
+    stalled: () => Object.assign(new Error(`The object store sent nothing more of the object for ${idleMs} ms while it was being read.`), { code: "ETIMEDOUT" }),
   });
-  const watch = setInterval(() => {
-    if (watched.readableLength > 0 || watched.writableLength > 0 || body.readableLength > 0) progressAt = Date.now();
-    else if (Date.now() - progressAt >= idleMs) {
-      watched.destroy(Object.assign(new Error(`The object store sent nothing more of the object for ${idleMs} ms while it was being read.`), { code: "ETIMEDOUT" }));
-    }
-  }, Math.max(10, Math.floor(idleMs / 4))).unref();
-  // Either side's end or failure ends both (a reader that destroys the body releases the socket).
-  pipelineCallback(body, watched, () => clearInterval(watch));
-  return watched;
 }
 
 export async function createS3ObjectStore(cfg: S3Config, timeouts: S3Timeouts = S3_TIMEOUTS): Promise<ObjectStore> {

@@ -74,12 +74,12 @@ export const gatewayModule: GatewayModule = {
     const accountAssets = assetsVersion(ACCOUNT_ASSETS);
     const auth = () => clients.get(AuthService);
     const account = createAccountRoutes({
-      auth, tokens, secret: config.grantSecret!, appUrl: () => config.appUrl, assetVersion: accountAssets, log,
+      auth, tokens, secret: config.grantSecret!, appUrl: () => config.appUrl, assetVersion: accountAssets, log, bodyIdleMs: config.requestBodyIdleMs,
       authorize: (req, res) => authorizePage(req, res),
       flowOf: (returnTo) => authorizationFlowOf(auth, returnTo),
     });
     const authorizePage = createAuthorizePage({ auth, tokens, account, secret: config.grantSecret!, issuer: () => config.baseUrl, assetVersion: accountAssets });
-    const oauthEndpoints = createOAuthEndpoints({ auth, rateLimiter, baseUrl: () => config.baseUrl, appUrl: () => config.appUrl, log });
+    const oauthEndpoints = createOAuthEndpoints({ auth, rateLimiter, baseUrl: () => config.baseUrl, appUrl: () => config.appUrl, log, bodyIdleMs: config.requestBodyIdleMs });
     const viewerOf = createViewerOf(tokens, () => config.appUrl);
     await playerChannel.start();
 
@@ -93,11 +93,11 @@ export const gatewayModule: GatewayModule = {
         registry,
         admit,
         run: runOperation,
-        maxBodyBytes: config.maxBodyBytes,
+        bodyBounds: { maxBytes: config.maxBodyBytes, idleMs: config.requestBodyIdleMs },
         streamObject,
       }),
       handleAsset: createAssetHandler(),
-      handleUpload: createUploadHandler({ store: ctx.store, grantSecret: config.grantSecret!, log, clients }),
+      handleUpload: createUploadHandler({ store: ctx.store, grantSecret: config.grantSecret!, log, clients, bodyIdleMs: config.requestBodyIdleMs }),
       byteRoutes: [
         [DOWNLOAD_PREFIX, createDownloadLinkHandler({ grantSecret: config.grantSecret!, streamObject, log }), "download link failed"],
         [MEDIA_PROXY_PREFIX, createMediaProxyHandler({ admit, clients, streamObject, log }), "media proxy failed"],

@@ -74,8 +74,8 @@ async function connectionsClosed(server: http.Server, ms: number): Promise<boole
 }
 
 /** The handler on a port; `answered` gets each answer's status, whether or not the client was there to read it. */
-async function serve(t: import("ava").ExecutionContext, store: ObjectStore, log: Logger = quiet, answered: number[] = []) {
-  const handle = createUploadHandler({ store, grantSecret: SECRET, log });
+async function serve(t: import("ava").ExecutionContext, store: ObjectStore, log: Logger = quiet, answered: number[] = [], bodyIdleMs = 60_000) {
+  const handle = createUploadHandler({ store, grantSecret: SECRET, log, bodyIdleMs });
   // Keep-alive as long as the gateway's own server keeps it (http/server.ts): a connection left
   // open is not ended by Node's default 5 s.
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
@@ -187,3 +187,28 @@ for (const [how, leave] of [
     t.is(seen.bodyError, "ECONNRESET", "the store saw the body fail, the client's leaving");
   });
 }
+
+test("a client that stops sending its body half-way is answered 408 once the idle bound passes, the connection closed, nothing stored", async (t) => {
+  const seen: { bytes: number; bodyError?: string } = { bytes: 0 };
+  const answered: number[] = [];
+  const { port, server } = await serve(t, resettingStore(seen), quiet, answered, 300);
+  const length = 200_000;
+  const answer = await new Promise<{ status: number; connection?: string; body: string }>((resolve, reject) => {
+    const req = http.request(`http://127.0.0.1:${port}/${encodeURIComponent(grant(length))}`, { method: "PUT", headers: { "content-type": "application/octet-stream", "content-length": length } });
+    req.on("response", (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => { body += d; });
+      res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, body }));
+    });
+    req.on("error", reject);
+    // Part of the body, then nothing: the connection stays open, as a stalled client's does.
+    req.write(Buffer.alloc(50_000, 1));
+  });
+  t.is(answer.status, 408);
+  t.is(answer.connection, "close");
+  t.regex((JSON.parse(answer.body) as { detail: string }).detail, /stopped arriving: nothing for 0.3 s/);
+  t.is(seen.bytes, 50_000);
+  t.is(seen.bodyError, "invalid_request", "the store saw the body fail with the 408 itself");
+  t.true(await connectionsClosed(server, 5_000), "the connection closed");
+});

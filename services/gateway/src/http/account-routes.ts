@@ -12,6 +12,7 @@ import { AppError, fromConnectError, type Logger } from "@cms/platform";
 import type { TokenResolver } from "../app/access.js";
 import { renderHome, renderProblem, renderSignIn } from "../domain/account-pages.js";
 import { csrfToken, csrfValid } from "../domain/csrf.js";
+import { statusHeaders } from "./answers.js";
 import { readBody } from "./read-body.js";
 import { appendCookie, cookieHeader, cookieNames, cookiesOf, presessionOf, signedIn, type CookieNames } from "./web-session.js";
 
@@ -31,6 +32,8 @@ export interface AccountDeps {
   appUrl: () => string;
   assetVersion: string;
   log: Logger;
+  /** REQUEST_BODY_IDLE_MS: how long a posted form may send nothing. */
+  bodyIdleMs: number;
   /** The OAuth authorization page, for `/?oauth=1` (GET shows it, POST takes the consent decision). */
   authorize?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** The client name and form targets of the authorization request a return path continues, if any. */
@@ -51,6 +54,7 @@ export function sendPage(res: ServerResponse, status: number, html: string, opts
     "referrer-policy": "no-referrer",
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
+    ...statusHeaders(status),
     ...opts.headers,
   });
   res.end(html);
@@ -62,11 +66,11 @@ export function seeOther(res: ServerResponse, location: string): void {
   res.end();
 }
 
-/** A posted form (application/x-www-form-urlencoded, at most 16 KB). */
-export async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
+/** A posted form (application/x-www-form-urlencoded, at most 16 KB; 408 once it sends nothing for `idleMs`). */
+async function readForm(req: IncomingMessage, idleMs: number): Promise<URLSearchParams> {
   const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/x-www-form-urlencoded") throw new AppError("invalid_request", "Forms are posted as application/x-www-form-urlencoded.");
-  const body = await readBody(req, MAX_FORM_BYTES, "This form is larger than a sign-in form can be.");
+  const body = await readBody(req, { maxBytes: MAX_FORM_BYTES, idleMs, tooLarge: "This form is larger than a sign-in form can be." });
   return new URLSearchParams(body.toString("utf8"));
 }
 
@@ -113,7 +117,7 @@ export function createAccountRoutes(deps: AccountDeps) {
   }
 
   async function signIn(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const form = await readForm(req);
+    const form = await readForm(req, deps.bodyIdleMs);
     const returnTo = localPath(form.get("return_to"));
     const username = (form.get("username") ?? "").trim().toLowerCase();
     const password = form.get("password") ?? "";
@@ -148,7 +152,7 @@ export function createAccountRoutes(deps: AccountDeps) {
   }
 
   async function signOut(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const form = await readForm(req);
+    const form = await readForm(req, deps.bodyIdleMs);
     const returnTo = localPath(form.get("return_to"));
     const session = await signedIn(req, names(), deps.tokens);
     if (session) {
@@ -197,6 +201,8 @@ export function createAccountRoutes(deps: AccountDeps) {
     problem,
     names,
     guard,
+    /** A posted form, under the forms' bounds. */
+    readForm: (req: IncomingMessage) => readForm(req, deps.bodyIdleMs),
   };
 }
 

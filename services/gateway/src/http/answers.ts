@@ -10,10 +10,18 @@ import { failureOutcome } from "../app/run-operation.js";
 /** Seconds a client should wait before retrying a 503 (a service restarting, a lost database connection). */
 export const UNAVAILABLE_RETRY_AFTER_S = 1;
 
+/**
+ * The headers every answer of `status` carries: a 408 (a body that stopped arriving) closes its
+ * connection (RFC 9110 15.5.9), which the stalled rest of the body would otherwise hold open.
+ */
+export function statusHeaders(status: number): Record<string, string> {
+  return status === 408 ? { connection: "close" } : {};
+}
+
 /** Writes a JSON body with its length; a 503 says when to retry (Retry-After), whichever route answers it. */
 export function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
   const retry = status === 503 && !Object.keys(headers).some((h) => h.toLowerCase() === "retry-after") ? { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) } : {};
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), ...retry, ...headers });
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), ...retry, ...statusHeaders(status), ...headers });
   res.end(body);
 }
 

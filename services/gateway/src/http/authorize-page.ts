@@ -14,7 +14,7 @@ import { AuthorizationRequestSchema, type AuthService, type OAuthError } from "@
 import type { TokenResolver } from "../app/access.js";
 import { renderConsent } from "../domain/account-pages.js";
 import { csrfToken, csrfValid } from "../domain/csrf.js";
-import { SIGN_OUT_PATH, readForm, seeOther, sendPage, type AccountRoutes } from "./account-routes.js";
+import { SIGN_OUT_PATH, seeOther, sendPage, type AccountRoutes } from "./account-routes.js";
 import { signedIn } from "./web-session.js";
 
 export interface AuthorizePageDeps {
@@ -100,7 +100,7 @@ export function createAuthorizePage(deps: AuthorizePageDeps) {
     const csrf = csrfToken(deps.secret, { session: session.token });
     let decision: string | null = null;
     if (req.method === "POST") {
-      const form = await readForm(req);
+      const form = await deps.account.readForm(req);
       if (!csrfValid(deps.secret, { session: session.token }, form.get("csrf"))) {
         problem(res, 403, "Please try again", "This form expired. Go back to the application and start again.");
         return;

@@ -28,6 +28,8 @@ export interface OAuthEndpointsDeps {
   baseUrl: () => string;
   appUrl: () => string;
   log: Logger;
+  /** REQUEST_BODY_IDLE_MS: how long a request's body may send nothing. */
+  bodyIdleMs: number;
 }
 
 /** An OAuth error answer; no caching of anything a token endpoint says (RFC 6749 5.1). */
@@ -42,9 +44,9 @@ class BadRequest extends Error {
 }
 
 /** The body as text; its refusals (too large, cut short) answered in OAuth's terms with their status. */
-async function readText(req: IncomingMessage): Promise<string> {
+async function readText(req: IncomingMessage, idleMs: number): Promise<string> {
   try {
-    return (await readBody(req, MAX_BODY_BYTES, "The request body is too large.")).toString("utf8");
+    return (await readBody(req, { maxBytes: MAX_BODY_BYTES, idleMs, tooLarge: "The request body is too large." })).toString("utf8");
   } catch (err) {
     throw err instanceof AppError ? new BadRequest("invalid_request", err.detail, err.status) : err;
   }
@@ -132,7 +134,7 @@ export function createOAuthEndpoints(deps: OAuthEndpointsDeps) {
   async function token(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== "POST") { oauthError(res, 405, "invalid_request", `Use POST ${TOKEN_PATH}.`, { allow: "POST" }); return; }
     if (await limited(req, res, "oauth-token")) return;
-    const p = parseParams(String(req.headers["content-type"] ?? ""), await readText(req));
+    const p = parseParams(String(req.headers["content-type"] ?? ""), await readText(req, deps.bodyIdleMs));
     const basic = basicCredentials(req.headers.authorization);
     if (req.headers.authorization && !basic) throw new BadRequest("invalid_request", "The Authorization header of the token endpoint must be HTTP Basic client credentials.");
     if (basic && p.get("client_secret") !== undefined) throw new BadRequest("invalid_request", "Authenticate the client one way: HTTP Basic or client_secret in the body, not both.");
@@ -158,7 +160,7 @@ export function createOAuthEndpoints(deps: OAuthEndpointsDeps) {
     const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
     if (type !== "application/json") throw new BadRequest("invalid_client_metadata", "Send the client metadata as application/json (RFC 7591).");
     // Read before the parse's catch, so that a refused body (413, cut short) keeps its own answer.
-    const text = await readText(req);
+    const text = await readText(req, deps.bodyIdleMs);
     let meta: Record<string, unknown>;
     try {
       const json = JSON.parse(text);

@@ -13,7 +13,7 @@ import { failureOutcome, outcomeCode, type Outcome, type RunOperation } from "..
 import { parseRequestBody } from "../domain/request-body.js";
 import type { Admit } from "./admission.js";
 import { sendJson } from "./answers.js";
-import { readBody } from "./read-body.js";
+import { readBody, type BodyBounds } from "./read-body.js";
 import { objectRefOf, type ObjectRef, type ObjectStreamer } from "./object-stream.js";
 
 /** The op endpoint's path. */
@@ -26,7 +26,7 @@ export interface OpEndpointDeps {
   admit: Admit;
   /** Schema, idempotency and dispatch of an admitted call (shared with the MCP tools). */
   run: RunOperation;
-  maxBodyBytes: number;
+  bodyBounds: BodyBounds;
   /** Streams the stored object a streams_object operation (media.download) answers with. */
   streamObject?: ObjectStreamer;
 }
@@ -66,7 +66,7 @@ export function createOpEndpoint(deps: OpEndpointDeps) {
 
   /** The body and its operation: read between the API key and the token, so their errors come first. */
   async function requested(req: IncomingMessage, facts: OpFacts): Promise<{ body: Record<string, unknown>; op: OpEntry }> {
-    const body = parseRequestBody(await readBody(req, deps.maxBodyBytes));
+    const body = parseRequestBody(await readBody(req, deps.bodyBounds));
     const name = body.op;
     if (typeof name !== "string" || !name) {
       throw new AppError("invalid_request", "The request body needs a string field \"op\" naming the operation.", { field: "op" });

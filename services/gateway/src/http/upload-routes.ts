@@ -4,7 +4,8 @@
  * the URL is the credential (no Authorization header): it names one store key, content type and
  * (when the minting call gave one) length, and expires. Content-Length is required. Bodies
  * stream to the object store under the 100 MiB cap; a short, long or oversized body leaves
- * nothing behind, and a key holds one upload only (a second PUT is refused). When the grant was
+ * nothing behind, a body that stops arriving is refused 408 (REQUEST_BODY_IDLE_MS), and a key
+ * holds one upload only (a second PUT is refused). When the grant was
  * minted for a row created at mint time (media.get_upload_url's one-call flow), the media
  * service is told at once so that the row gets its size, type, sha256 and thumbnails.
  */
@@ -15,12 +16,13 @@ import { AppError, ObjectLengthMismatchError, ObjectTooLargeError, verifyGrant, 
 import { BYTE_UPLOAD_PREFIX, MAX_PUT_BYTES, OBJECT_UPLOAD_PREFIX, type UploadGrant } from "@cms/platform/upload-urls";
 import { renderObject } from "../domain/render.js";
 import { sendError, sendJson } from "./answers.js";
+import { uploadBody } from "./read-body.js";
 
 /** The paths of upload URLs: byte_upload_url and the embedded store's upload_url. */
 export const UPLOAD_PREFIXES = [BYTE_UPLOAD_PREFIX, OBJECT_UPLOAD_PREFIX];
 
 /** PUT <upload prefix><grant>: stores the body under the grant's key. */
-export function createUploadHandler(deps: { store: ObjectStore; grantSecret: string; log: Logger; clients?: Clients }) {
+export function createUploadHandler(deps: { store: ObjectStore; grantSecret: string; log: Logger; clients?: Clients; bodyIdleMs: number }) {
   return async function handleUpload(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
     try {
       if (req.method !== "PUT") throw new AppError("invalid_request", "Upload URLs take PUT.");
@@ -47,7 +49,7 @@ export function createUploadHandler(deps: { store: ObjectStore; grantSecret: str
       }
       let info;
       try {
-        info = await deps.store.put(grant.key, req, { contentType: grant.content_type, contentLength: length, maxBytes: MAX_PUT_BYTES });
+        info = await deps.store.put(grant.key, uploadBody(req, deps.bodyIdleMs), { contentType: grant.content_type, contentLength: length, maxBytes: MAX_PUT_BYTES });
       } catch (err) {
         // The store stopped reading before the body's end, and destroyed the body's stream:
         // nothing else reads this connection now. The answer closes it.

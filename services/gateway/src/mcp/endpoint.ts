@@ -22,7 +22,7 @@ import { AppError, type Caller, type Logger } from "@cms/platform";
 import { bodyText, findDuplicateKey } from "../domain/request-body.js";
 import type { Admit } from "../http/admission.js";
 import { sendError, sendJson } from "../http/answers.js";
-import { readBody } from "../http/read-body.js";
+import { readBody, type BodyBounds } from "../http/read-body.js";
 import type { McpSessionStore } from "../store/mcp-session-store.js";
 import { resourceMetadataUrlOf, resourceOf, wwwAuthenticate } from "./resource.js";
 import { loadMcpSdk } from "./sdk.js";
@@ -35,7 +35,7 @@ export interface McpEndpointDeps {
   createServer(caller: Caller): Promise<Server>;
   /** MCP_URL (read when used: with PORT=0 it is known once the gateway listens). */
   mcpUrl: () => string;
-  maxBodyBytes: number;
+  bodyBounds: BodyBounds;
   log: Logger;
 }
 
@@ -97,7 +97,7 @@ export function createMcpEndpoint(deps: McpEndpointDeps) {
     const user = caller!;
     switch (req.method) {
       case "POST": {
-        const body = parseMessages(await readBody(req, deps.maxBodyBytes), res);
+        const body = parseMessages(await readBody(req, deps.bodyBounds), res);
         if (body === undefined) return;
         const messages = Array.isArray(body) ? body : [body];
         const { isInitializeRequest } = await loadMcpSdk();
