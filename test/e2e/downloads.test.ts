@@ -5,6 +5,7 @@
  */
 import test from "ava";
 import { createHash, randomBytes } from "node:crypto";
+import net from "node:net";
 import sharp from "sharp";
 import { signGrant } from "@cms/platform";
 import { API_KEY, startTestSystem, type TestSystem, type TestUser } from "../helpers/system.js";
@@ -301,6 +302,30 @@ test("media.drop_link: a page with a file input; dropped files become media item
   t.is((await sys.call(u.token, { op: "media.list", collection_id: other })).body.pagination.total, 0);
   const empty = await fetch(res.body.url, { method: "POST", body: new FormData(), headers: { accept: "application/json" } });
   t.is(empty.status, 400);
+});
+
+test("a drop upload cut mid-file (the browser closed) adds nothing, and the server goes on", async (t) => {
+  const u = await sys.user();
+  const dc = (await sys.call(u.token, { op: "collections.create", name: "Cut drop" })).body.collection.id;
+  const link = (await sys.call(u.token, { op: "media.drop_link", collection_id: dc })).body.url as string;
+  const boundary = "----cut";
+  const part = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="half.bin"\r\nContent-Type: application/octet-stream\r\n\r\n${"x".repeat(20_000)}`;
+  const head = `POST ${new URL(link).pathname} HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${part.length + 100_000}\r\n\r\n`;
+  const { hostname, port } = new URL(sys.url);
+  // Before, the cut part's error went unheard: an uncaught exception that ended the process
+  // (here, the test's own worker).
+  await new Promise<void>((resolve) => {
+    const socket = net.connect(Number(port), hostname, () => { socket.write(head + part, () => setTimeout(() => socket.destroy(), 200)); });
+    socket.on("error", () => {});
+    socket.on("close", () => resolve());
+  });
+  await new Promise((r) => setTimeout(r, 300));
+  t.is((await sys.call(u.token, { op: "media.list", collection_id: dc })).body.pagination.total, 0);
+  const form = new FormData();
+  form.append("file", new Blob([Buffer.from("whole")], { type: "text/plain" }), "whole.txt");
+  const again = await fetch(link, { method: "POST", body: form, headers: { accept: "application/json" } });
+  t.is(again.status, 200);
+  t.is((await again.json()).added, 1);
 });
 
 test("drop links are scoped, short-lived and single-purpose; a revoked uploader's link stops working", async (t) => {

@@ -93,3 +93,17 @@ test("an upload PUT whose body stops arriving: 408, the connection closes, nothi
   t.is(put.status, 200);
   t.is((await put.json()).size_bytes, body.length);
 });
+
+test("a drop link's form whose body stops arriving: 408, the connection closes, and no item is added", async (t) => {
+  const u = await sys.user();
+  const c = (await sys.must(u.token, { op: "collections.create", name: "stalled drops" })).collection.id;
+  const link = await sys.must(u.token, { op: "media.drop_link", collection_id: c });
+  const boundary = "----stalled";
+  const part = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="half.bin"\r\nContent-Type: application/octet-stream\r\n\r\n${"x".repeat(20_000)}`;
+  const head = `POST ${new URL(link.url).pathname} HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${part.length + 100_000}\r\n\r\n`;
+  const res = await raw(head + part, { end: false });
+  t.is(res.status, 408, res.headers);
+  t.regex(res.headers, /connection: close/i);
+  t.regex(JSON.parse(res.body).detail, /stopped arriving/);
+  t.deepEqual((await sys.must(u.token, { op: "media.list", collection_id: c })).media, []);
+});

@@ -101,7 +101,7 @@ export const gatewayModule: GatewayModule = {
       byteRoutes: [
         [DOWNLOAD_PREFIX, createDownloadLinkHandler({ grantSecret: config.grantSecret!, streamObject, log }), "download link failed"],
         [MEDIA_PROXY_PREFIX, createMediaProxyHandler({ admit, clients, streamObject, log }), "media proxy failed"],
-        [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log }), "drop link failed"],
+        [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log, bodyIdleMs: config.requestBodyIdleMs }), "drop link failed"],
       ],
       pages: [
         [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ viewerOf, channel: playerChannel, social, log })],

@@ -19,7 +19,8 @@ import { MAX_PUT_BYTES } from "@cms/platform/upload-urls";
 import { escapeHtml } from "../domain/html.js";
 import { renderObject } from "../domain/render.js";
 import { failureOutcome } from "../app/run-operation.js";
-import { sendJson } from "./answers.js";
+import { sendJson, statusHeaders } from "./answers.js";
+import { uploadBody } from "./read-body.js";
 
 /** Where media.drop_link links point. */
 export const DROP_PREFIX = "/drop/";
@@ -41,6 +42,7 @@ function sendHtml(res: ServerResponse, status: number, title: string, body: stri
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "content-security-policy": `default-src 'none'; ${nonce ? `style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; ` : ""}connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`,
+    ...statusHeaders(status),
   });
   res.end(html);
 }
@@ -77,7 +79,7 @@ function wantsJson(req: IncomingMessage): boolean {
 }
 
 /** GET/HEAD/POST /drop/<grant>: the page, and the files it submits. */
-export function createDropHandler(deps: { store: ObjectStore; grantSecret: string; clients: Clients; log: Logger }) {
+export function createDropHandler(deps: { store: ObjectStore; grantSecret: string; clients: Clients; log: Logger; bodyIdleMs: number }) {
   const media = () => deps.clients.get(MediaService);
 
   /** Streams one file part to the store and has the media service adopt it. */
@@ -87,6 +89,10 @@ export function createDropHandler(deps: { store: ObjectStore; grantSecret: strin
     // is drained instead of destroyed, so the rest of the form is still read.
     const pass = new PassThrough();
     file.pipe(pass);
+    // The part fails when the form does (its client went away mid-file, or its body stopped
+    // arriving): the store's put fails with it. Unheard, the part's error was an uncaught
+    // exception that ended the process.
+    file.once("error", (err) => pass.destroy(err));
     let stored;
     try {
       stored = await deps.store.put(key, pass, { contentType: mimeType || "application/octet-stream", maxBytes: MAX_PUT_BYTES });
@@ -126,10 +132,12 @@ export function createDropHandler(deps: { store: ObjectStore; grantSecret: strin
     });
     bb.on("filesLimit", () => { tooMany = true; });
     try {
-      await pipeline(req, bb);
+      await pipeline(uploadBody(req, deps.bodyIdleMs), bb);
     } catch (err) {
-      // Whatever was stored is adopted or removed by its own outcome; report the broken form.
+      // Whatever was stored is adopted or removed by its own outcome; report the broken form
+      // (or the body that stopped arriving, as it is).
       await Promise.allSettled(outcomes);
+      if (err instanceof AppError) throw err;
       throw new AppError("invalid_request", `The multipart body could not be read: ${(err as Error).message}`);
     }
     const files = await Promise.all(outcomes);
