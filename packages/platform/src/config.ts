@@ -58,7 +58,7 @@ export interface Config {
   /** Largest accepted JSON request body on the op endpoint. */
   maxBodyBytes: number;
   /** How long a request's body may send nothing before the gateway refuses it (408); 0: no bound. */
-  requestBodyIdleMs: number;
+  clientIdleMs: number;
   /** How long the gateway trusts a token introspection result. */
   tokenCacheMs: number;
   /** Bound of an orderly stop after SIGTERM: requests in flight get this long, less 5 s for the rest. */
@@ -186,7 +186,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     outboundAllowedHosts: list(env, "OUTBOUND_ALLOWED_HOSTS").map((h) => h.toLowerCase()),
     logLevel: env.LOG_LEVEL || "info",
     maxBodyBytes: int(env, "MAX_BODY_BYTES", 16 * 1024 * 1024, 1024),
-    requestBodyIdleMs: int(env, "REQUEST_BODY_IDLE_MS", 60_000),
+    clientIdleMs: int(env, "CLIENT_IDLE_MS", 60_000),
     tokenCacheMs: int(env, "TOKEN_CACHE_MS", 2000),
     shutdownTimeoutMs: int(env, "SHUTDOWN_TIMEOUT_MS", 30000, 6000),
     mcpSessions: {

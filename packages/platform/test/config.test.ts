@@ -30,11 +30,11 @@ test("DB_LOCK_TIMEOUT_MS: milliseconds, 0 for none, nothing else", (t) => {
   for (const bad of ["-1", "5s", "1.5"]) t.throws(() => loadConfig({ DB_LOCK_TIMEOUT_MS: bad }, []), { instanceOf: ConfigError });
 });
 
-test("REQUEST_BODY_IDLE_MS: 60 s by default, milliseconds, 0 for none, nothing else", (t) => {
-  t.is(loadConfig({}, []).requestBodyIdleMs, 60_000);
-  t.is(loadConfig({ REQUEST_BODY_IDLE_MS: "0" }, []).requestBodyIdleMs, 0);
-  t.is(loadConfig({ REQUEST_BODY_IDLE_MS: "500" }, []).requestBodyIdleMs, 500);
-  for (const bad of ["-1", "60s", "1.5"]) t.throws(() => loadConfig({ REQUEST_BODY_IDLE_MS: bad }, []), { instanceOf: ConfigError });
+test("CLIENT_IDLE_MS: 60 s by default, milliseconds, 0 for none, nothing else", (t) => {
+  t.is(loadConfig({}, []).clientIdleMs, 60_000);
+  t.is(loadConfig({ CLIENT_IDLE_MS: "0" }, []).clientIdleMs, 0);
+  t.is(loadConfig({ CLIENT_IDLE_MS: "500" }, []).clientIdleMs, 500);
+  for (const bad of ["-1", "60s", "1.5"]) t.throws(() => loadConfig({ CLIENT_IDLE_MS: bad }, []), { instanceOf: ConfigError });
 });
 
 test("BASE_URL is derived from HOST and PORT, and APP_URL/MCP_URL follow it", (t) => {

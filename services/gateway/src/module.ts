@@ -64,7 +64,7 @@ export const gatewayModule: GatewayModule = {
     const rateLimiter = config.target === "all" ? createMemoryRateLimiter(config.rateLimitPerMinute) : createPgRateLimiter(db, config.rateLimitPerMinute);
     const idempotency = createIdempotencyStore(db);
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter, resource: () => `${config.baseUrl}${OP_PATH}` });
-    const streamObject = createObjectStreamer(ctx.store, log);
+    const streamObject = createObjectStreamer(ctx.store, log, config.clientIdleMs);
     const dispatch = createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS });
     const mcpSessions = config.target === "all" ? createMemoryMcpSessions(config.mcpSessions) : createPgMcpSessions(db, config.mcpSessions);
     const runOperation = closingSessionsOnRevoke(createOperationRunner({ dispatch, idempotency, log }), mcpSessions);
@@ -74,12 +74,12 @@ export const gatewayModule: GatewayModule = {
     const accountAssets = assetsVersion(ACCOUNT_ASSETS);
     const auth = () => clients.get(AuthService);
     const account = createAccountRoutes({
-      auth, tokens, secret: config.grantSecret!, appUrl: () => config.appUrl, assetVersion: accountAssets, log, bodyIdleMs: config.requestBodyIdleMs,
+      auth, tokens, secret: config.grantSecret!, appUrl: () => config.appUrl, assetVersion: accountAssets, log, bodyIdleMs: config.clientIdleMs,
       authorize: (req, res) => authorizePage(req, res),
       flowOf: (returnTo) => authorizationFlowOf(auth, returnTo),
     });
     const authorizePage = createAuthorizePage({ auth, tokens, account, secret: config.grantSecret!, issuer: () => config.baseUrl, assetVersion: accountAssets });
-    const oauthEndpoints = createOAuthEndpoints({ auth, rateLimiter, baseUrl: () => config.baseUrl, appUrl: () => config.appUrl, log, bodyIdleMs: config.requestBodyIdleMs });
+    const oauthEndpoints = createOAuthEndpoints({ auth, rateLimiter, baseUrl: () => config.baseUrl, appUrl: () => config.appUrl, log, bodyIdleMs: config.clientIdleMs });
     const viewerOf = createViewerOf(tokens, () => config.appUrl);
     await playerChannel.start();
 
@@ -93,15 +93,15 @@ export const gatewayModule: GatewayModule = {
         registry,
         admit,
         run: runOperation,
-        bodyBounds: { maxBytes: config.maxBodyBytes, idleMs: config.requestBodyIdleMs },
+        bodyBounds: { maxBytes: config.maxBodyBytes, idleMs: config.clientIdleMs },
         streamObject,
       }),
       handleAsset: createAssetHandler(),
-      handleUpload: createUploadHandler({ store: ctx.store, grantSecret: config.grantSecret!, log, clients, bodyIdleMs: config.requestBodyIdleMs }),
+      handleUpload: createUploadHandler({ store: ctx.store, grantSecret: config.grantSecret!, log, clients, bodyIdleMs: config.clientIdleMs }),
       byteRoutes: [
         [DOWNLOAD_PREFIX, createDownloadLinkHandler({ grantSecret: config.grantSecret!, streamObject, log }), "download link failed"],
         [MEDIA_PROXY_PREFIX, createMediaProxyHandler({ admit, clients, streamObject, log }), "media proxy failed"],
-        [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log, bodyIdleMs: config.requestBodyIdleMs }), "drop link failed"],
+        [DROP_PREFIX, createDropHandler({ store: ctx.store, grantSecret: config.grantSecret!, clients, log, bodyIdleMs: config.clientIdleMs }), "drop link failed"],
       ],
       pages: [
         [PLAYER_EVENTS_PATH, createPlayerEventsHandler({ viewerOf, channel: playerChannel, social, log })],

@@ -1,11 +1,11 @@
 /**
  * The object streamer over an in-memory object store, through a real node:http server: full
  * answers, Range (206/416), If-None-Match (304), If-Range, HEAD, an empty object, a missing one,
- * and Content-Disposition.
+ * Content-Disposition, and a client that stops reading.
  */
 import test from "ava";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import { createLogger, type ObjectInfo, type ObjectStore } from "@cms/platform";
 import { sendError } from "../src/http/answers.ts";
@@ -30,7 +30,7 @@ let next: { ref: ObjectRef; opts: StreamOptions } = { ref: { store_key: "store:/
 let base = "";
 let server: http.Server;
 test.before(async () => {
-  const stream = createObjectStreamer(store, log);
+  const stream = createObjectStreamer(store, log, 60_000);
   server = http.createServer((req, res) => { stream(req, res, next.ref, next.opts).catch((err) => sendError(res, err, log)); });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
@@ -99,4 +99,70 @@ test.serial("a missing object is 404 not_found before any byte; a UTF-8 name kee
   t.deepEqual(JSON.parse(missing.text), { error: "not_found", detail: "The stored file is missing." });
   const named = await get({ ...letters, filename: "résumé.txt" }, { disposition: "attachment" });
   t.is(named.res.headers.get("content-disposition"), "attachment; filename=\"re_sume_.txt\"; filename*=UTF-8''r%C3%A9sum%C3%A9.txt");
+});
+
+/**
+ * A server streaming one large object, 1 MiB a read as a file is; `cutShort` says, for each
+ * answer, whether its object's stream was let go before its end. The reader idle bound is `idleMs`.
+ */
+async function largeObjectServer(t: import("ava").ExecutionContext, size: number, idleMs: number) {
+  const slice = Buffer.alloc(1024 * 1024, 7);
+  const cutShort: boolean[] = [];
+  const big = {
+    async head() { return { contentType: "application/octet-stream", size, etag: "big" }; },
+    async get() {
+      const i = cutShort.push(false) - 1;
+      let sent = 0;
+      const body = new Readable({
+        read() {
+          if (sent >= size) { this.push(null); return; }
+          sent += slice.length;
+          this.push(slice);
+        },
+        destroy(err, cb) { cutShort[i] = !body.readableEnded; cb(err); },
+      });
+      return { body, info: { contentType: "application/octet-stream", size, etag: "big" } };
+    },
+  } as unknown as ObjectStore;
+  const stream = createObjectStreamer(big, log, idleMs);
+  const srv = http.createServer((req, res) => { stream(req, res, { store_key: "store://u/1/big.bin" }, { disposition: "attachment" }).catch((err) => sendError(res, err, log)); });
+  await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => srv.close());
+  return { port: (srv.address() as AddressInfo).port, cutShort };
+}
+
+/** A raw GET; `reader` drives its reading. Resolves with the bytes read (the head included) once the connection closes. */
+function rawGet(port: number, reader: (socket: net.Socket) => void): Promise<number> {
+  return new Promise((resolve) => {
+    let bytes = 0;
+    const socket = net.connect(port, "127.0.0.1", () => socket.write("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    socket.on("data", (d) => { bytes += d.length; });
+    socket.on("error", () => {});
+    socket.on("close", () => resolve(bytes));
+    reader(socket);
+  });
+}
+
+test("a client that stops reading a download is let go after the idle bound, and the object's stream with it", async (t) => {
+  const size = 64 * 1024 * 1024;
+  const { port, cutShort } = await largeObjectServer(t, size, 300);
+  // Reads the first bytes, then nothing for 2 s (its window closed), then what the kernel still held.
+  const read = await rawGet(port, (socket) => socket.once("data", () => {
+    socket.pause();
+    setTimeout(() => socket.resume(), 2_000);
+  }));
+  t.true(read < size, `${read} of ${size} bytes: the answer was cut`);
+  t.deepEqual(cutShort, [true], "the object's stream was let go before its end");
+});
+
+test("a client that reads slowly, pausing under the idle bound, gets the whole download", async (t) => {
+  const size = 24 * 1024 * 1024;
+  const { port } = await largeObjectServer(t, size, 400);
+  // Paused 300 ms, then reading for 100 ms, over and over (far under the bound between two
+  // reads, though the kernel's buffers hide most of them from the server).
+  const read = await rawGet(port, (socket) => {
+    const cycle = () => { if (socket.destroyed) return; socket.pause(); setTimeout(() => { socket.resume(); setTimeout(cycle, 100); }, 300); };
+    cycle();
+  });
+  t.true(read > size, `the whole answer (${read} bytes with its head) arrived`);
 });

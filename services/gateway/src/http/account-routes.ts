@@ -32,7 +32,7 @@ export interface AccountDeps {
   appUrl: () => string;
   assetVersion: string;
   log: Logger;
-  /** REQUEST_BODY_IDLE_MS: how long a posted form may send nothing. */
+  /** CLIENT_IDLE_MS: how long a posted form may send nothing. */
   bodyIdleMs: number;
   /** The OAuth authorization page, for `/?oauth=1` (GET shows it, POST takes the consent decision). */
   authorize?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;

@@ -28,7 +28,7 @@ export interface OAuthEndpointsDeps {
   baseUrl: () => string;
   appUrl: () => string;
   log: Logger;
-  /** REQUEST_BODY_IDLE_MS: how long a request's body may send nothing. */
+  /** CLIENT_IDLE_MS: how long a request's body may send nothing. */
   bodyIdleMs: number;
 }
 

@@ -2,9 +2,11 @@
  * Bytes out of the object store, streamed (never buffered) with Content-Type, Content-Length,
  * ETag, Range (206/416), If-None-Match (304) and Content-Disposition: the one streamer behind
  * media.download at the op endpoint (streams_object operations), media.download_url links and
- * describe's media proxy URLs.
+ * describe's media proxy URLs. A client that stops reading is let go after `readerIdleMs`
+ * (CLIENT_IDLE_MS), with the file or store connection its download held.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { StoredObject } from "@cms/contracts/common/v1/common_pb";
 import { AppError, type Logger, type ObjectStore } from "@cms/platform";
@@ -24,8 +26,48 @@ export interface StreamOptions { disposition: "inline" | "attachment"; headers?:
 /** Answers a request with a stored object; throws not_found before any byte when it is missing. */
 export type ObjectStreamer = (req: IncomingMessage, res: ServerResponse, ref: ObjectRef, opts: StreamOptions) => Promise<void>;
 
-/** The streamer over an object store. */
-export function createObjectStreamer(store: ObjectStore, log: Logger): ObjectStreamer {
+/**
+ * Ends an answer whose client stopped reading it: nothing of it taken by the network for
+ * `idleMs` while bytes wait to go. TCP keeps a peer's closed window open for ever, and the answer
+ * holds what it streams from (a file, a connection to the object store) all that time: enough
+ * such clients, and the process runs out of file descriptors. A store that is slow to send is
+ * never the reason (nothing waits then; its own bound is the S3 body's). Returns the watch's stop.
+ */
+/**
+ * The largest write of an answer watched for a stalled reader: a client must take this much
+ * within the idle bound (256 KiB a minute, 4.4 KB/s, by default). A file's 1 MiB reads are
+ * written in four.
+ */
+const WRITE_SLICE_BYTES = 256 * 1024;
+
+/** Passes buffers on in slices of at most `max` bytes (no copy). */
+function slicedTo(max: number): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      for (let at = 0; at < chunk.length; at += max) this.push(chunk.subarray(at, at + max));
+      done();
+    },
+  });
+}
+
+function endWhenReaderStalls(res: ServerResponse, idleMs: number, onStall: () => void): () => void {
+  const socket = res.socket;
+  if (!socket || idleMs <= 0) return () => {};
+  // Progress is a write handed to the socket or one the kernel finished taking (a write counts
+  // only once whole, hence the answer's writes of WRITE_SLICE_BYTES at most).
+  const mark = () => `${socket.bytesWritten}:${socket.writableLength}`;
+  let last = mark();
+  let progressAt = Date.now();
+  const watch = setInterval(() => {
+    const now = mark();
+    if (now !== last || res.writableLength === 0) { last = now; progressAt = Date.now(); return; }
+    if (Date.now() - progressAt >= idleMs) { clearInterval(watch); onStall(); res.destroy(); }
+  }, Math.max(10, Math.floor(idleMs / 4))).unref();
+  return () => clearInterval(watch);
+}
+
+/** The streamer over an object store; an answer whose client reads nothing of it for `readerIdleMs` is ended. */
+export function createObjectStreamer(store: ObjectStore, log: Logger, readerIdleMs: number): ObjectStreamer {
   return async function streamObject(req, res, ref, opts) {
     const info = await store.head(ref.store_key);
     if (!info) throw new AppError("not_found", "The stored file is missing.");
@@ -69,13 +111,16 @@ export function createObjectStreamer(store: ObjectStore, log: Logger): ObjectStr
       res.end();
       return;
     }
+    const stopWatch = endWhenReaderStalls(res, readerIdleMs, () => log.info({ key: ref.store_key, idle_ms: readerIdleMs }, "download's client stopped reading; connection closed"));
     try {
-      await pipeline(obj.body, res);
+      await (readerIdleMs > 0 ? pipeline(obj.body, slicedTo(WRITE_SLICE_BYTES), res) : pipeline(obj.body, res));
     } catch (err) {
       // The client went away, or the store failed mid-stream: the response cannot be repaired.
       log.debug({ err, key: ref.store_key }, "object stream ended early");
       obj.body.destroy();
       res.destroy();
+    } finally {
+      stopWatch();
     }
   };
 }

@@ -4,7 +4,7 @@
  * the URL is the credential (no Authorization header): it names one store key, content type and
  * (when the minting call gave one) length, and expires. Content-Length is required. Bodies
  * stream to the object store under the 100 MiB cap; a short, long or oversized body leaves
- * nothing behind, a body that stops arriving is refused 408 (REQUEST_BODY_IDLE_MS), and a key
+ * nothing behind, a body that stops arriving is refused 408 (CLIENT_IDLE_MS), and a key
  * holds one upload only (a second PUT is refused). When the grant was
  * minted for a row created at mint time (media.get_upload_url's one-call flow), the media
  * service is told at once so that the row gets its size, type, sha256 and thumbnails.

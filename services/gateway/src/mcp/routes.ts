@@ -22,7 +22,7 @@ export interface McpRoutesDeps {
   sessions: McpSessionStore;
   run: RunOperation;
   store: ObjectStore;
-  config: Pick<Config, "baseUrl" | "mcpUrl" | "maxBodyBytes" | "requestBodyIdleMs">;
+  config: Pick<Config, "baseUrl" | "mcpUrl" | "maxBodyBytes" | "clientIdleMs">;
   log: Logger;
 }
 
@@ -35,7 +35,7 @@ export function createMcpRoutes(deps: McpRoutesDeps): Array<[string, RouteHandle
   const scopes = scopesOf(registry);
   const metadata = createResourceMetadataHandler(() => protectedResourceMetadata(config, scopes));
   return [
-    [MCP_PATH, createMcpEndpoint({ admit: deps.admit, sessions: deps.sessions, createServer, mcpUrl: () => config.mcpUrl, bodyBounds: { maxBytes: config.maxBodyBytes, idleMs: config.requestBodyIdleMs }, log })],
+    [MCP_PATH, createMcpEndpoint({ admit: deps.admit, sessions: deps.sessions, createServer, mcpUrl: () => config.mcpUrl, bodyBounds: { maxBytes: config.maxBodyBytes, idleMs: config.clientIdleMs }, log })],
     [`${RESOURCE_METADATA_PATH}${MCP_PATH}`, metadata],
     [RESOURCE_METADATA_PATH, metadata],
   ];
