@@ -57,7 +57,7 @@ export interface Config {
   logLevel: string;
   /** Largest accepted JSON request body on the op endpoint. */
   maxBodyBytes: number;
-  /** How long a request's body may send nothing before the gateway refuses it (408); 0: no bound. */
+  /** How long a client may send nothing of a request's body (408) or take nothing of a download before the gateway lets it go; 0: no bound. */
   clientIdleMs: number;
   /** How long the gateway trusts a token introspection result. */
   tokenCacheMs: number;

@@ -34,9 +34,9 @@ export type ObjectStreamer = (req: IncomingMessage, res: ServerResponse, ref: Ob
  * never the reason (nothing waits then; its own bound is the S3 body's). Returns the watch's stop.
  */
 /**
- * The largest write of an answer watched for a stalled reader: a client must take this much
- * within the idle bound (256 KiB a minute, 4.4 KB/s, by default). A file's 1 MiB reads are
- * written in four.
+ * The largest write of an answer watched for a stalled reader: progress shows at the socket one
+ * whole write at a time, so a file's 1 MiB reads are written in four. (The kernel reports room in
+ * the socket only once a third of its send buffer drained, which can be more than this.)
  */
 const WRITE_SLICE_BYTES = 256 * 1024;
 

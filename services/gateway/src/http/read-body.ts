@@ -1,11 +1,11 @@
 /**
  * Reading a request body under a size bound and an idle bound, for every route that takes one
- * (the op endpoint, the MCP endpoint, the OAuth endpoints, the account forms, the upload PUTs): a
- * body beyond the size bound, declared or sent, is refused before more of it is kept; one that
- * ends early is the client's error; one that stops arriving (nothing for `idleMs`) is refused
- * 408, so that a client that stalls half-way does not hold its request open for the server's
- * hour-long request timeout. The connection of an answer sent before its body arrived whole is
- * closed after it (server.ts).
+ * (the op endpoint, the MCP endpoint, the OAuth endpoints, the account forms, the upload PUTs, a
+ * drop link's files): a body beyond the size bound, declared or sent, is refused before more of
+ * it is kept; one that ends early is the client's error; one that stops arriving (nothing for
+ * `idleMs`, CLIENT_IDLE_MS) is refused 408, so that a client that stalls half-way does not hold
+ * its request open for the server's hour-long request timeout. A 408 closes its connection
+ * (statusHeaders in answers.ts): the rest of the body is never read.
  */
 import type { IncomingMessage } from "node:http";
 import type { Readable } from "node:stream";
