@@ -17,6 +17,15 @@ try {
   throw err;
 }
 const log = createLogger(config.logLevel, { target: config.target });
+// A failure nothing handled (a stream's error without a listener, a rejection nobody awaited)
+// leaves the process in a state nobody knows: exit as Node would, for the orchestrator to start
+// it again, but say why in one line of the log's JSON (Node prints a plain-text stack to stderr,
+// which log collectors split line by line). On embedded defaults the next start stops the
+// engine this exit leaves running.
+process.on("uncaughtException", (err, origin) => {
+  log.fatal({ err, origin }, `${origin === "unhandledRejection" ? "unhandled rejection" : "uncaught exception"}; exiting`);
+  process.exit(1);
+});
 
 let stopping = false;
 try {
