@@ -12,7 +12,7 @@
  */
 import {
   Code, ConnectError, createContextValues, createServiceImplSpec,
-  type ConnectRouter, type HandlerContext, type Interceptor, type MethodImplSpec, type Transport, type UnaryRequest, type UnaryResponse,
+  type ConnectRouter, type ContextValues, type HandlerContext, type Interceptor, type MethodImplSpec, type Transport, type UnaryRequest, type UnaryResponse,
 } from "@connectrpc/connect";
 import { getAbortSignalReason, invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import { create } from "@bufbuild/protobuf";
@@ -104,12 +104,8 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const spec = specs.get(`${method.parent.typeName}/${method.name}`);
       if (spec?.kind !== "unary") return opts.streams.unary(method, signal, timeoutMs, header, input, contextValues);
-      const request = (callSignal: AbortSignal) => ({
-        stream: false, service: method.parent, method, requestMethod: "POST", url: `in-process:/${method.parent.typeName}/${method.name}`,
-        header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: create(method.input, input), signal: callSignal,
-      } as UnaryRequest);
       if (timeoutMs === undefined) {
-        const req = request(signal ?? NEVER_ABORTED);
+        const req = inProcessRequest(method, header, input, contextValues, signal ?? NEVER_ABORTED);
         try {
           return await call(req) as never;
         } catch (reason) {
@@ -125,7 +121,7 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
       const onCallerAbort = () => stop(ConnectError.from(getAbortSignalReason(signal!), Code.Canceled));
       signal?.addEventListener("abort", onCallerAbort);
       const timer = setTimeout(() => stop(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
-      const req = request(ends.signal);
+      const req = inProcessRequest(method, header, input, contextValues, ends.signal);
       deadlines.set(req.header, Date.now() + timeoutMs);
       try {
         return await Promise.race([call(req), ended]) as never;
@@ -141,6 +137,14 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
 }
 
 const noTimeout = () => undefined;
+
+/** The request of an in-process unary call, as a transport's `unary` is given it. */
+function inProcessRequest(method: DescMethod, header: HeadersInit | undefined, input: unknown, contextValues: ContextValues | undefined, signal: AbortSignal): UnaryRequest {
+  return {
+    stream: false, service: method.parent, method, requestMethod: "POST", url: `in-process:/${method.parent.typeName}/${method.name}`,
+    header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: create(method.input, input as never), signal,
+  } as UnaryRequest;
+}
 
 /** What the caller of an in-process call is told: the deadline's own ConnectError, a cancellation, or the failure. */
 function failure(callSignal: AbortSignal, reason: unknown): ConnectError {

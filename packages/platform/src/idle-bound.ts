@@ -21,22 +21,39 @@ export interface IdleBoundOptions {
   keepSource?: boolean;
 }
 
+/**
+ * Calls `onIdle` once, after `idleMs` in which every look (four a bound) found `progressed()`
+ * false; the one watch of this file's stream and of the gateway's downloads. Returns its stop.
+ */
+export function watchIdle(idleMs: number, progressed: () => boolean, onIdle: () => void): () => void {
+  let progressAt = Date.now();
+  const watch = setInterval(() => {
+    if (progressed()) progressAt = Date.now();
+    else if (Date.now() - progressAt >= idleMs) { clearInterval(watch); onIdle(); }
+  }, Math.max(10, Math.floor(idleMs / 4))).unref();
+  return () => clearInterval(watch);
+}
+
 /** `source`, passed through a stream that fails with `opts.stalled()` after `idleMs` without a byte while its reader waits. */
 export function idleBounded(source: Readable, idleMs: number, opts: IdleBoundOptions): Readable {
-  let progressAt = Date.now();
+  let arrived = 0;
+  let seen = 0;
   const watched = new Transform({
-    transform(chunk, _encoding, done) { progressAt = Date.now(); done(null, chunk); },
+    transform(chunk, _encoding, done) { arrived++; done(null, chunk); },
   });
-  const watch = setInterval(() => {
-    if (watched.readableLength > 0 || watched.writableLength > 0 || source.readableLength > 0) progressAt = Date.now();
-    else if (Date.now() - progressAt >= idleMs) {
-      if (opts.keepSource) { source.unpipe(watched); source.pause(); }
-      watched.destroy(opts.stalled());
-    }
-  }, Math.max(10, Math.floor(idleMs / 4))).unref();
+  // Progress: a chunk arrived since the last look, or bytes wait unread (the reader is behind).
+  const progressed = () => {
+    const fresh = arrived !== seen;
+    seen = arrived;
+    return fresh || watched.readableLength > 0 || watched.writableLength > 0 || source.readableLength > 0;
+  };
+  const stopWatch = watchIdle(idleMs, progressed, () => {
+    if (opts.keepSource) { source.unpipe(watched); source.pause(); }
+    watched.destroy(opts.stalled());
+  });
   if (!opts.keepSource) {
     // Either side's end or failure ends both.
-    pipelineCallback(source, watched, () => clearInterval(watch));
+    pipelineCallback(source, watched, stopWatch);
     return watched;
   }
   // The source's failure (a client gone mid-body) fails the stream; the stream's end or failure
@@ -48,7 +65,7 @@ export function idleBounded(source: Readable, idleMs: number, opts: IdleBoundOpt
   source.once("error", onSourceClosed);
   source.once("close", onSourceClosed);
   watched.once("close", () => {
-    clearInterval(watch);
+    stopWatch();
     source.off("error", onSourceClosed);
     source.off("close", onSourceClosed);
     source.unpipe(watched);

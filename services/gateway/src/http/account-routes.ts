@@ -116,8 +116,11 @@ export function createAccountRoutes(deps: AccountDeps) {
     return deps.flowOf(returnTo).catch(() => ({}));
   }
 
+  /** A posted form, under the forms' bounds. */
+  const postedForm = (req: IncomingMessage) => readForm(req, deps.bodyIdleMs);
+
   async function signIn(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const form = await readForm(req, deps.bodyIdleMs);
+    const form = await postedForm(req);
     const returnTo = localPath(form.get("return_to"));
     const username = (form.get("username") ?? "").trim().toLowerCase();
     const password = form.get("password") ?? "";
@@ -152,7 +155,7 @@ export function createAccountRoutes(deps: AccountDeps) {
   }
 
   async function signOut(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const form = await readForm(req, deps.bodyIdleMs);
+    const form = await postedForm(req);
     const returnTo = localPath(form.get("return_to"));
     const session = await signedIn(req, names(), deps.tokens);
     if (session) {
@@ -201,8 +204,7 @@ export function createAccountRoutes(deps: AccountDeps) {
     problem,
     names,
     guard,
-    /** A posted form, under the forms' bounds. */
-    readForm: (req: IncomingMessage) => readForm(req, deps.bodyIdleMs),
+    readForm: postedForm,
   };
 }
 

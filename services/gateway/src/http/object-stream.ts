@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { StoredObject } from "@cms/contracts/common/v1/common_pb";
-import { AppError, type Logger, type ObjectStore } from "@cms/platform";
+import { AppError, watchIdle, type Logger, type ObjectStore } from "@cms/platform";
 import { contentDisposition, etagMatches, ifRangeHolds, parseRange } from "../domain/http-range.js";
 
 /** The object an operation or a link names (the `object` of a streams_object result). */
@@ -27,13 +27,6 @@ export interface StreamOptions { disposition: "inline" | "attachment"; headers?:
 export type ObjectStreamer = (req: IncomingMessage, res: ServerResponse, ref: ObjectRef, opts: StreamOptions) => Promise<void>;
 
 /**
- * Ends an answer whose client stopped reading it: nothing of it taken by the network for
- * `idleMs` while bytes wait to go. TCP keeps a peer's closed window open for ever, and the answer
- * holds what it streams from (a file, a connection to the object store) all that time: enough
- * such clients, and the process runs out of file descriptors. A store that is slow to send is
- * never the reason (nothing waits then; its own bound is the S3 body's). Returns the watch's stop.
- */
-/**
  * The largest write of an answer watched for a stalled reader: progress shows at the socket one
  * whole write at a time, so a file's 1 MiB reads are written in four. (The kernel reports room in
  * the socket only once a third of its send buffer drained, which can be more than this.)
@@ -50,20 +43,27 @@ function slicedTo(max: number): Transform {
   });
 }
 
+/**
+ * Ends an answer whose client stopped reading it: nothing of it taken by the network for
+ * `idleMs` while bytes wait to go. TCP keeps a peer's closed window open for ever, and the answer
+ * holds what it streams from (a file, a connection to the object store) all that time: enough
+ * such clients, and the process runs out of file descriptors. A store that is slow to send is
+ * never the reason (nothing waits then; its own bound is the S3 body's). Returns the watch's stop.
+ */
 function endWhenReaderStalls(res: ServerResponse, idleMs: number, onStall: () => void): () => void {
   const socket = res.socket;
   if (!socket || idleMs <= 0) return () => {};
   // Progress is a write handed to the socket or one the kernel finished taking (a write counts
-  // only once whole, hence the answer's writes of WRITE_SLICE_BYTES at most).
+  // only once whole, hence the answer's writes of WRITE_SLICE_BYTES at most), or nothing waiting.
   const mark = () => `${socket.bytesWritten}:${socket.writableLength}`;
   let last = mark();
-  let progressAt = Date.now();
-  const watch = setInterval(() => {
+  const progressed = () => {
     const now = mark();
-    if (now !== last || res.writableLength === 0) { last = now; progressAt = Date.now(); return; }
-    if (Date.now() - progressAt >= idleMs) { clearInterval(watch); onStall(); res.destroy(); }
-  }, Math.max(10, Math.floor(idleMs / 4))).unref();
-  return () => clearInterval(watch);
+    const moved = now !== last;
+    last = now;
+    return moved || res.writableLength === 0;
+  };
+  return watchIdle(idleMs, progressed, () => { onStall(); res.destroy(); });
 }
 
 /** The streamer over an object store; an answer whose client reads nothing of it for `readerIdleMs` is ended. */

@@ -20,7 +20,7 @@ export interface BodyBounds {
 }
 
 /** The 408 of a body that stopped arriving after `size` bytes. */
-export function bodyStalled(req: IncomingMessage, idleMs: number, size?: number): AppError {
+function bodyStalled(req: IncomingMessage, idleMs: number, size?: number): AppError {
   const declared = req.headers["content-length"];
   return new AppError("invalid_request",
     `The request body stopped arriving: nothing for ${idleMs / 1000} s${size === undefined ? "" : ` after ${size} bytes`} (Content-Length ${declared ?? "not given"}). Send it again.`,
