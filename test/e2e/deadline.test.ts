@@ -4,7 +4,9 @@
  * own): its caller is answered deadline_exceeded at the deadline, and the handler, still waiting
  * for a row another session holds, commits nothing once the row is let go. Before, an in-process
  * call had no deadline at all: it answered whenever its handler ended, and committed then.
- * Split mode's service ports are tested so in service-ports.test.ts.
+ * A call a handler makes to another service ends with its own call: the service two hops
+ * down, still waiting, commits nothing either. Split mode's service ports are tested so in
+ * service-ports.test.ts.
  */
 import test from "ava";
 import pg from "pg";
@@ -49,4 +51,41 @@ test("an in-process call whose deadline passes while it waits for a lock is answ
   // In time, the same update is written.
   const renamed = await collections.updateCollection({ collectionId: BigInt(id), name: "Renamed" }, { timeoutMs: 5_000, contextValues: asOwner() });
   t.is(renamed.collection?.name, "Renamed");
+});
+
+/** The lock the media service takes on a collection's rows while it changes them (MediaStore.lockCollections). */
+const MEDIA_COLLECTION_LOCK = 0x6d656469;
+
+test("a call's deadline bounds the calls it makes: media, waiting for a lock, writes no link row once the first caller was answered", async (t) => {
+  const owner = await sys.user();
+  const parentId = (await sys.must(owner.token, { op: "collections.create", name: "Parent" })).collection.id as number;
+  const collections = sys.system.clients.get(CollectionsService);
+  const asOwner = createContextValues().set(actAsKey, { userId: owner.userId, username: owner.username, plan: "free", isAdmin: false, scopes: ["collections:write", "media:write"], tokenId: "deadline-test" });
+  const holder = new pg.Client({ connectionString: sys.system.databaseUrl });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  const linkRows = async () => (await holder.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n as number;
+  try {
+    await holder.query("BEGIN");
+    await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_COLLECTION_LOCK, parentId]);
+    // collections commits the sub-collection, then asks media for its link row in the parent,
+    // whose lock the holder has.
+    const late = await collections.createCollection({ name: "Child", parentCollectionId: BigInt(parentId) }, { timeoutMs: 400, contextValues: asOwner })
+      .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
+    t.is(late, "DeadlineExceeded");
+    const waits = await until(async () => (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%pg_advisory_xact_lock%'")).rows[0].n > 0, 2_000);
+    t.true(waits, "media's link insert waits for the parent's lock");
+    await holder.query("ROLLBACK");
+    // Taking the lock again waits until media's transaction has ended, one way or the other.
+    await holder.query("BEGIN");
+    await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_COLLECTION_LOCK, parentId]);
+    await holder.query("COMMIT");
+    t.is(await linkRows(), 0, "the link row was not written for a caller answered deadline_exceeded");
+  } finally {
+    await holder.query("ROLLBACK").catch(() => {});
+  }
+  // In time, the same create writes its link row.
+  const made = await collections.createCollection({ name: "Child in time", parentCollectionId: BigInt(parentId) }, { timeoutMs: 5_000, contextValues: asOwner });
+  t.truthy(made.collection?.id);
+  t.is(await linkRows(), 1);
 });

@@ -158,6 +158,33 @@ if (!splitEnabled) {
     }
   });
 
+  test("a gRPC caller's deadline reaches the service its call calls: media, waiting for a lock, writes no link row once the caller was answered", async (t) => {
+    const alice = await sys.user("nested");
+    const auth = { authorization: `Bearer ${alice.token}` };
+    const collections = clientOf("collections");
+    const parentId = (await unary(collections, CollectionsService.method.createCollection, { name: "Parent" }, auth)).collection!.id;
+    const holder = await systemDb(t, sys);
+    const linkRows = async () => (await holder.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n as number;
+    // The lock the media process takes on a collection's rows while it changes them (MediaStore.lockCollections).
+    const lock = () => holder.query("SELECT pg_advisory_xact_lock($1, $2)", [0x6d656469, Number(parentId)]);
+    await holder.query("BEGIN");
+    await lock();
+    // The collections process commits the sub-collection, then asks the media process for its
+    // link row in the parent, whose lock the holder has.
+    const late = await statusOf(unary(collections, CollectionsService.method.createCollection, { name: "Child", parentCollectionId: parentId }, auth, { deadline: Date.now() + 400 }));
+    t.is(late, "DEADLINE_EXCEEDED");
+    const waits = await until(async () => (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%pg_advisory_xact_lock%'")).rows[0].n > 0, 2_000);
+    t.true(waits, "the media process's link insert waits for the parent's lock");
+    await holder.query("ROLLBACK");
+    // Taking the lock again waits until the media process's transaction has ended.
+    await holder.query("BEGIN");
+    await lock();
+    await holder.query("COMMIT");
+    t.is(await linkRows(), 0, "no link row for a caller answered deadline_exceeded: the media call ended with the call that made it");
+    await unary(collections, CollectionsService.method.createCollection, { name: "Child in time", parentCollectionId: parentId }, auth);
+    t.is(await linkRows(), 1);
+  });
+
   test("grpc.health.v1: Check and Watch answer SERVING on every service port; an unknown service is NOT_FOUND", async (t) => {
     for (const s of ["auth", "collections", "media", "social", "webhooks"] as const) {
       const c = clientOf(s);

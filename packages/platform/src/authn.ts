@@ -17,7 +17,7 @@ import { getOption, hasOption, type DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { op as opOption, type Operation } from "@cms/contracts/common/v1/options_pb";
 import { ASSERTION_HEADER, type AssertionSigner, type AssertionSubject, type AssertionVerifier } from "./assertions.js";
-import { currentCall, runInCallScope } from "./call-scope.js";
+import { callDeadlineKey, currentCall, runInCallScope } from "./call-scope.js";
 import { actAsKey, authorizeOperation, principalKey, type Principal } from "./caller.js";
 import { ownerOf } from "./config.js";
 import { AppError } from "./errors.js";
@@ -74,7 +74,7 @@ export function authenticateCalls(opts: { verifier: AssertionVerifier; tokens?: 
     }
     authorizeCall(req.method, principal);
     req.contextValues.set(principalKey, principal);
-    return runInCallScope({ principal, service: audience, signal: req.signal }, () => next(req));
+    return runInCallScope({ principal, service: audience, signal: req.signal, deadline: req.contextValues.get(callDeadlineKey) }, () => next(req));
   };
 }
 

@@ -17,6 +17,7 @@ import {
 import { getAbortSignalReason, invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import { create } from "@bufbuild/protobuf";
 import type { DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
+import { callDeadlineKey } from "./call-scope.js";
 
 export interface DirectTransportOptions {
   /** Registers the services of this process, as for a ConnectRouter. */
@@ -61,15 +62,18 @@ export function chainInterceptors(interceptors: Interceptor[], last: UnaryCall):
 
 /**
  * A unary handler's context without connect's two deadline timers and four abort controllers:
- * the deadline (epoch ms) is known to the handler through timeoutMs(), and the signal is the one
- * given. The server side gets context values of its own, as on another process.
+ * the deadline (epoch ms) is known to the handler through timeoutMs() (and to its call's scope
+ * through callDeadlineKey), and the signal is the one given. The server side gets context values
+ * of its own, as on another process.
  */
 export function unaryHandlerContext(method: DescMethod, init: { protocolName: string; url: string; signal: AbortSignal; deadline?: number; requestHeader: Headers }): HandlerContext {
   const { deadline } = init;
+  const values = createContextValues();
+  if (deadline !== undefined) values.set(callDeadlineKey, deadline);
   return {
     service: method.parent, method, protocolName: init.protocolName, requestMethod: "POST", url: init.url,
     signal: init.signal, timeoutMs: deadline === undefined ? noTimeout : () => deadline - Date.now(),
-    requestHeader: init.requestHeader, responseHeader: new Headers(), responseTrailer: new Headers(), values: createContextValues(),
+    requestHeader: init.requestHeader, responseHeader: new Headers(), responseTrailer: new Headers(), values,
   } as HandlerContext;
 }
 

@@ -22,6 +22,7 @@ import { resolveGrantSecret } from "./grants.js";
 import { clientInterceptors, ownerOf, serverInterceptors } from "./rpc.js";
 import { createAssertionSigner, createAssertionVerifier, loadCallerKeys } from "./assertions.js";
 import { assertCalls, authenticateCalls } from "./authn.js";
+import { boundedByCall, deadlineValues } from "./call-scope.js";
 import { createTokenResolver } from "./tokens.js";
 import { EVENTS } from "./events.js";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
@@ -135,7 +136,8 @@ function makeClients(transportFor: (owner: ServiceName) => Transport): Clients {
       if (!c) {
         const owner = ownerOf(service);
         if (owner === "gateway") throw new Error(`${service.typeName} is served by the gateway itself`);
-        c = createClient(service, transportFor(owner));
+        // Bounded by the call being handled when one is (its deadline, its end), by CALL_TIMEOUT_MS otherwise.
+        c = createClient(service, boundedByCall(transportFor(owner)));
         cache.set(service.typeName, c);
       }
       return c as ReturnType<Clients["get"]> as never;
@@ -320,6 +322,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
           routes: (r) => { allRoutes(r); health!.routes(r); reflection(r); },
           interceptors: incoming,
           readMaxBytes: SERVICE_READ_MAX_BYTES,
+          contextValues: deadlineValues,
         }),
       });
       const server = http2.createServer((req, res) => {

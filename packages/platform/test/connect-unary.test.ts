@@ -13,10 +13,11 @@ import { compressionGzip, connectNodeAdapter, createConnectTransport, createGrpc
 import { Health, HealthCheckResponse_ServingStatus as Status } from "@cms/contracts/grpc/health/v1/health_pb";
 import { ErrorDetailSchema } from "@cms/contracts/common/v1/common_pb";
 import { createUnaryFastPath, createUnaryTransport } from "../src/connect-unary.ts";
+import { callDeadlineKey, deadlineValues } from "../src/call-scope.ts";
 import { AppError, fromConnectError, toConnectError } from "../src/errors.ts";
 
 /** What the test service saw of its last call. */
-interface Seen { header?: Headers; timeoutMs?: number; aborted?: unknown; protocol?: string }
+interface Seen { header?: Headers; timeoutMs?: number; deadline?: number; aborted?: unknown; protocol?: string }
 
 /**
  * Health.Check answers by the service name it is asked about: "ok" SERVING, "gone" a contract
@@ -28,6 +29,7 @@ function healthRoutes(seen: Seen) {
     async check(req, ctx: HandlerContext) {
       seen.header = ctx.requestHeader;
       seen.timeoutMs = ctx.timeoutMs();
+      seen.deadline = ctx.values.get(callDeadlineKey);
       seen.protocol = ctx.protocolName;
       switch (req.service) {
         case "gone": throw toConnectError(new AppError("not_found", "No such service here.", { service: "gone" }));
@@ -57,7 +59,7 @@ function healthRoutes(seen: Seen) {
 async function serve(t: import("ava").ExecutionContext, opts: { fastPath: boolean; interceptors?: Interceptor[]; seen: Seen; readMaxBytes?: number }) {
   const routes = healthRoutes(opts.seen);
   const readMaxBytes = opts.readMaxBytes ?? 1024 * 1024;
-  const adapter = connectNodeAdapter({ routes, interceptors: opts.interceptors ?? [], readMaxBytes });
+  const adapter = connectNodeAdapter({ routes, interceptors: opts.interceptors ?? [], readMaxBytes, contextValues: deadlineValues });
   const counts = { fallback: 0 };
   const fallback = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => { counts.fallback++; adapter(req, res); };
   const server = http2.createServer(opts.fastPath ? createUnaryFastPath({ routes, interceptors: opts.interceptors ?? [], fallback, readMaxBytes }) : fallback);
@@ -123,10 +125,14 @@ for (const fastPath of [true, false]) {
     const seen: Seen = {};
     const { url } = await serve(t, { fastPath, seen });
     const client = createClient(Health, unaryTransport(t, url));
+    const asked = Date.now();
     await client.check({ service: "ok" }, { timeoutMs: 5000 });
     t.true(seen.timeoutMs !== undefined && seen.timeoutMs > 3000 && seen.timeoutMs <= 5000, String(seen.timeoutMs));
+    // In the context values too, where the authentication interceptor takes it into the call's scope.
+    t.true(seen.deadline !== undefined && seen.deadline >= asked + 4000 && seen.deadline <= Date.now() + 5000, String(seen.deadline));
     await client.check({ service: "ok" });
     t.is(seen.timeoutMs, undefined, "no deadline without a timeout");
+    t.is(seen.deadline, undefined);
     const started = Date.now();
     const err = await t.throwsAsync(client.check({ service: "slow" }, { timeoutMs: 150 })) as ConnectError;
     t.is(err.code, Code.DeadlineExceeded);
@@ -159,8 +165,10 @@ test("every other request reaches connect-node's handler: JSON, gRPC, compressed
   t.is((await json.check({ service: "ok" })).status, Status.SERVING);
   t.is(counts.fallback, 1);
   const grpc = createClient(Health, createGrpcTransport({ baseUrl: url }));
-  t.is((await grpc.check({ service: "ok" })).status, Status.SERVING);
+  const asked = Date.now();
+  t.is((await grpc.check({ service: "ok" }, { timeoutMs: 7000 })).status, Status.SERVING);
   t.is(seen.protocol, "grpc");
+  t.true(seen.deadline !== undefined && seen.deadline >= asked + 6000 && seen.deadline <= Date.now() + 7000, `a gRPC caller's deadline is the call's too: ${seen.deadline}`);
   t.is(counts.fallback, 2);
   const gzip = createClient(Health, createConnectTransport({ baseUrl: url, httpVersion: "2", useBinaryFormat: true, sendCompression: compressionGzip, compressMinBytes: 0 }));
   t.is((await gzip.check({ service: "ok" })).status, Status.SERVING);

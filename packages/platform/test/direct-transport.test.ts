@@ -8,11 +8,12 @@ import test from "ava";
 import { Code, ConnectError, createClient, createRouterTransport, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { createDirectTransport } from "../src/direct-transport.ts";
+import { callDeadlineKey } from "../src/call-scope.ts";
 
-function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | undefined; header: Headers; signal: AbortSignal }) => Promise<boolean>, order: string[] = []) {
+function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | undefined; header: Headers; signal: AbortSignal; deadline: number | undefined }) => Promise<boolean>, order: string[] = []) {
   const tag = (name: string): Interceptor => (next) => async (req) => { order.push(name); return next(name === "client-2" ? { ...req } : req); };
   const routes = (r: import("@connectrpc/connect").ConnectRouter) => r.service(AuthService, {
-    async checkApiKey(req: { apikey: string }, ctx: HandlerContext) { order.push("handler"); return { valid: await handler(req.apikey, { timeoutMs: ctx.timeoutMs, header: ctx.requestHeader, signal: ctx.signal }) }; },
+    async checkApiKey(req: { apikey: string }, ctx: HandlerContext) { order.push("handler"); return { valid: await handler(req.apikey, { timeoutMs: ctx.timeoutMs, header: ctx.requestHeader, signal: ctx.signal, deadline: ctx.values.get(callDeadlineKey) }) }; },
   } as never);
   return createDirectTransport({
     routes, clientInterceptors: [tag("client-1"), tag("client-2")], serverInterceptors: [tag("server-1")],
@@ -23,11 +24,16 @@ function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | un
 test("interceptors run client first, then server, then the handler, with the deadline known", async (t) => {
   const order: string[] = [];
   let left: number | undefined;
-  const client = createClient(AuthService, transportWith(async (key, ctx) => { left = ctx.timeoutMs(); return key === "k"; }, order));
+  let deadline: number | undefined;
+  const client = createClient(AuthService, transportWith(async (key, ctx) => { left = ctx.timeoutMs(); deadline = ctx.deadline; return key === "k"; }, order));
+  const asked = Date.now();
   t.true((await client.checkApiKey({ apikey: "k" }, { timeoutMs: 5000 })).valid);
   t.deepEqual(order, ["client-1", "client-2", "server-1", "handler"]);
   t.true(left !== undefined && left > 4000 && left <= 5000, String(left));
+  // The deadline is in the context values too, where the authentication interceptor puts it in the call's scope.
+  t.true(deadline !== undefined && deadline >= asked + 5000 && deadline <= Date.now() + 5000, String(deadline));
   t.false((await client.checkApiKey({ apikey: "x" })).valid);
+  t.is(deadline, undefined, "a call without a deadline has none");
 });
 
 test("a handler's failure is a ConnectError with its code; an aborted signal is a cancellation", async (t) => {

@@ -5,7 +5,7 @@
  * the hosted MCP server (tools from the registry, its endpoint and resource metadata),
  * `domain/` the pure rules (JSON Schema, rendering, ranges), `store/` the records and migrations.
  */
-import { EVENTS, type GatewayModule, type ServiceContext } from "@cms/platform";
+import { CALL_TIMEOUT_MS, EVENTS, type GatewayModule, type ServiceContext } from "@cms/platform";
 import { createApiKeyChecker, createTokenResolver } from "./app/access.js";
 import { createDispatch } from "./app/dispatch.js";
 import { createMeta } from "./app/meta.js";
@@ -41,9 +41,6 @@ import { gatewayMigrations } from "./store/migrations.js";
 import { createMemoryRateLimiter, createPgRateLimiter } from "./store/rate-limit-store.js";
 
 export { PUBLIC_SERVICES };
-
-/** How long the gateway waits for a service to answer an operation. */
-const CALL_TIMEOUT_MS = 60_000;
 
 /** The gateway's entry in the module table. */
 export const gatewayModule: GatewayModule = {
