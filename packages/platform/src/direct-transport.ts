@@ -17,7 +17,7 @@ import {
 import { getAbortSignalReason, invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import { create } from "@bufbuild/protobuf";
 import type { DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
-import { callDeadlineKey } from "./call-scope.js";
+import { callDeadlineKey, currentCall } from "./call-scope.js";
 
 export interface DirectTransportOptions {
   /** Registers the services of this process, as for a ConnectRouter. */
@@ -84,8 +84,10 @@ export function unaryHandlerContext(method: DescMethod, init: { protocolName: st
  * the server side over the caller's signal (if any) as it is. A call with one gets one timer and
  * one controller, as on a service port (connect-unary.ts): at the deadline its caller is answered
  * deadline_exceeded and the handler's signal aborts, so that what it still does stops (a download
- * in progress) or commits nothing (the unit of work), as in split mode. Failures reach the caller
- * as ConnectErrors exactly as runUnaryCall makes them.
+ * in progress) or commits nothing (the unit of work), as in split mode. A call a handler makes to
+ * another service within its own call's deadline and signal (call-scope.ts, boundedByCall) runs
+ * over that signal, which ends it at that deadline. Failures reach the caller as ConnectErrors
+ * exactly as runUnaryCall makes them.
  */
 export function createDirectTransport(opts: DirectTransportOptions): Transport {
   const specs = collectImplementations(opts.routes);
@@ -108,8 +110,14 @@ export function createDirectTransport(opts: DirectTransportOptions): Transport {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const spec = specs.get(`${method.parent.typeName}/${method.name}`);
       if (spec?.kind !== "unary") return opts.streams.unary(method, signal, timeoutMs, header, input, contextValues);
-      if (timeoutMs === undefined) {
+      // A call a handler makes with the signal of its own call, and no shorter deadline than that
+      // call's (boundedByCall gives it both): that signal ends it at the deadline, with the timer of
+      // the call being handled, whose caller is answered then. It needs no timer of its own.
+      const handled = currentCall();
+      const inherited = timeoutMs !== undefined && handled?.deadline !== undefined && signal === handled.signal && Date.now() + timeoutMs >= handled.deadline;
+      if (timeoutMs === undefined || inherited) {
         const req = inProcessRequest(method, header, input, contextValues, signal ?? NEVER_ABORTED);
+        if (inherited) deadlines.set(req.header, handled!.deadline!);
         try {
           return await call(req) as never;
         } catch (reason) {

@@ -8,7 +8,7 @@ import test from "ava";
 import { Code, ConnectError, createClient, createRouterTransport, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { createDirectTransport } from "../src/direct-transport.ts";
-import { callDeadlineKey } from "../src/call-scope.ts";
+import { boundedByCall, callDeadlineKey, runInCallScope } from "../src/call-scope.ts";
 
 function transportWith(handler: (apikey: string, ctx: { timeoutMs(): number | undefined; header: Headers; signal: AbortSignal; deadline: number | undefined }) => Promise<boolean>, order: string[] = []) {
   const tag = (name: string): Interceptor => (next) => async (req) => { order.push(name); return next(name === "client-2" ? { ...req } : req); };
@@ -100,4 +100,27 @@ test("a caller's abort during a call with a deadline cancels it and aborts its h
   const err = await t.throwsAsync(client.checkApiKey({ apikey: "k" }, { timeoutMs: 10_000, signal: caller.signal }));
   t.is((err as ConnectError).code, Code.Canceled);
   t.true(handlerSignal!.aborted);
+});
+
+test("a call made while another is handled, with its signal and deadline (boundedByCall), runs within that call: the handler knows the deadline and ends with it", async (t) => {
+  let seen: { left: number | undefined; deadline: number | undefined; signal: AbortSignal } | undefined;
+  const bounded = boundedByCall(transportWith(async (_key, ctx) => {
+    seen = { left: ctx.timeoutMs(), deadline: ctx.deadline, signal: ctx.signal };
+    await abortedWithin(ctx.signal, 5_000);
+    return true;
+  }));
+  const client = createClient(AuthService, bounded);
+  const handled = new AbortController();
+  const deadline = Date.now() + 2_000;
+  const nested = runInCallScope({ principal: { internal: true }, service: "test", signal: handled.signal, deadline }, () => client.checkApiKey({ apikey: "k" }));
+  for (let i = 0; i < 50 && !seen; i++) await new Promise((r) => setTimeout(r, 10));
+  t.is(seen!.deadline, deadline, "the deadline of the call being handled");
+  t.true(seen!.left !== undefined && seen!.left > 1_000 && seen!.left <= 2_000, String(seen!.left));
+  t.false(seen!.signal.aborted);
+  handled.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+  t.true(seen!.signal.aborted, "it ends when the call being handled ends");
+  t.true((await nested).valid, "the handler's answer still reaches the handler that asked");
+  // A shorter deadline of its own is its own: answered deadline_exceeded then.
+  const short = runInCallScope({ principal: { internal: true }, service: "test", signal: new AbortController().signal, deadline: Date.now() + 5_000 }, () => client.checkApiKey({ apikey: "k" }, { timeoutMs: 100 }));
+  t.is(((await t.throwsAsync(short)) as ConnectError).code, Code.DeadlineExceeded);
 });
