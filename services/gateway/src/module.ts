@@ -5,7 +5,7 @@
  * the hosted MCP server (tools from the registry, its endpoint and resource metadata),
  * `domain/` the pure rules (JSON Schema, rendering, ranges), `store/` the records and migrations.
  */
-import { CALL_TIMEOUT_MS, EVENTS, type GatewayModule, type ServiceContext } from "@cms/platform";
+import { EVENTS, type GatewayModule, type ServiceContext } from "@cms/platform";
 import { createApiKeyChecker, createTokenResolver } from "./app/access.js";
 import { createDispatch } from "./app/dispatch.js";
 import { createMeta } from "./app/meta.js";
@@ -62,7 +62,7 @@ export const gatewayModule: GatewayModule = {
     const idempotency = createIdempotencyStore(db);
     const admit = createAdmission({ apiKeys: createApiKeyChecker(clients, staticKeys), tokens, rateLimiter, resource: () => `${config.baseUrl}${OP_PATH}` });
     const streamObject = createObjectStreamer(ctx.store, log, config.clientIdleMs);
-    const dispatch = createDispatch({ clients, meta: createMeta(registry, config), timeoutMs: CALL_TIMEOUT_MS });
+    const dispatch = createDispatch({ clients, meta: createMeta(registry, config) });
     const mcpSessions = config.target === "all" ? createMemoryMcpSessions(config.mcpSessions) : createPgMcpSessions(db, config.mcpSessions);
     const runOperation = closingSessionsOnRevoke(createOperationRunner({ dispatch, idempotency, log }), mcpSessions);
     const social = () => clients.get(SocialService);

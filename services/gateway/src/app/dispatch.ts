@@ -18,15 +18,17 @@ export interface Dispatched { status: number; body: string; object?: StoredObjec
 /** Runs one operation for a caller (undefined for an anonymous call); throws an AppError. */
 export type Dispatch = (op: OpEntry, fields: Record<string, unknown>, caller: Caller | undefined) => Promise<Dispatched>;
 
-/** What dispatching needs: the services' clients, the meta operations and the call deadline. */
+/**
+ * What dispatching needs: the services' clients (the system's clients bound every call made
+ * outside a handled call to CALL_TIMEOUT_MS, the gateway's deadline) and the meta operations.
+ */
 export interface DispatchDeps {
   clients: Clients;
   meta: Record<string, MetaHandler>;
-  timeoutMs: number;
 }
 
 /** The dispatcher of every operation in the registry. */
-export function createDispatch({ clients, meta, timeoutMs }: DispatchDeps): Dispatch {
+export function createDispatch({ clients, meta }: DispatchDeps): Dispatch {
   /** Rendered JSON of messages answered more than once (meta answers built once). */
   const renderedOnce = new WeakMap<Message, string>();
 
@@ -53,7 +55,7 @@ export function createDispatch({ clients, meta, timeoutMs }: DispatchDeps): Disp
     if (caller) contextValues.set(actAsKey, caller);
     let res: Message;
     try {
-      res = await client[op.method.localName]!(message, { contextValues, timeoutMs });
+      res = await client[op.method.localName]!(message, { contextValues });
     } catch (err) {
       throw fromConnectError(err);
     }
