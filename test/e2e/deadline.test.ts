@@ -1,7 +1,7 @@
 /**
  * A call past its deadline in the all-in-one process, whose services call each other in process
- * (the gateway's calls carry its 60 s deadline; here a shorter one, set as the gateway sets its
- * own): its caller is answered deadline_exceeded at the deadline, and the handler, still waiting
+ * (a call made outside another is bounded by the clients' 60 s, CALL_TIMEOUT_MS; here a shorter
+ * deadline, given as any caller gives one): its caller is answered deadline_exceeded at the deadline, and the handler, still waiting
  * for a row another session holds, commits nothing once the row is let go. Before, an in-process
  * call had no deadline at all: it answered whenever its handler ended, and committed then.
  * A call a handler makes to another service ends with its own call: the service two hops
@@ -14,7 +14,7 @@ import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
 import { actAsKey } from "@cms/platform";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
-import { until } from "../helpers/faults.js";
+import { LOCK_TEST_DEADLINE_MS, MEDIA_LOCK, lockWaiters, until } from "../helpers/faults.js";
 
 let sys: TestSystem;
 test.before(async () => { sys = await startTestSystem(); });
@@ -32,13 +32,13 @@ test("an in-process call whose deadline passes while it waits for a lock is answ
     await holder.query("BEGIN");
     await holder.query("SELECT id FROM collections.collections WHERE id = $1 FOR UPDATE", [id]);
     const started = Date.now();
-    const late = await collections.updateCollection({ collectionId: BigInt(id), name: "Too late" }, { timeoutMs: 400, contextValues: asOwner() })
+    const late = collections.updateCollection({ collectionId: BigInt(id), name: "Too late" }, { timeoutMs: LOCK_TEST_DEADLINE_MS, contextValues: asOwner() })
       .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
-    t.is(late, "DeadlineExceeded");
-    t.true(Date.now() - started < 4_000, "answered at the deadline, not when the lock timeout (5 s) ended the statement");
-    // The handler goes on and waits for the row; it is let go only once it waits there.
-    const waits = await until(async () => (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'")).rows[0].n > 0, 2_000);
-    t.true(waits, "the update waits for the row");
+    t.true(await until(async () => (await lockWaiters(holder, "%collections%for update%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), "the update waits for the row");
+    t.is(await late, "DeadlineExceeded");
+    t.true(Date.now() - started < LOCK_TEST_DEADLINE_MS + 2_000, "answered at the deadline, not when the lock timeout (5 s) ended the statement");
+    // The handler went on waiting for the row past its deadline; it is let go only now.
+    t.is(await lockWaiters(holder, "%collections%for update%"), 1, "the update still waits for the row");
     await holder.query("ROLLBACK");
     // Locking the row again waits until the update's transaction has ended, one way or the other.
     await holder.query("BEGIN");
@@ -53,9 +53,6 @@ test("an in-process call whose deadline passes while it waits for a lock is answ
   t.is(renamed.collection?.name, "Renamed");
 });
 
-/** The lock the media service takes on a collection's rows while it changes them (MediaStore.lockCollections). */
-const MEDIA_COLLECTION_LOCK = 0x6d656469;
-
 test("a call's deadline bounds the calls it makes: media, waiting for a lock, writes no link row once the first caller was answered", async (t) => {
   const owner = await sys.user();
   const parentId = (await sys.must(owner.token, { op: "collections.create", name: "Parent" })).collection.id as number;
@@ -67,18 +64,18 @@ test("a call's deadline bounds the calls it makes: media, waiting for a lock, wr
   const linkRows = async () => (await holder.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n as number;
   try {
     await holder.query("BEGIN");
-    await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_COLLECTION_LOCK, parentId]);
+    await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
     // collections commits the sub-collection, then asks media for its link row in the parent,
     // whose lock the holder has.
-    const late = await collections.createCollection({ name: "Child", parentCollectionId: BigInt(parentId) }, { timeoutMs: 400, contextValues: asOwner })
+    const late = collections.createCollection({ name: "Child", parentCollectionId: BigInt(parentId) }, { timeoutMs: LOCK_TEST_DEADLINE_MS, contextValues: asOwner })
       .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
-    t.is(late, "DeadlineExceeded");
-    const waits = await until(async () => (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%pg_advisory_xact_lock%'")).rows[0].n > 0, 2_000);
-    t.true(waits, "media's link insert waits for the parent's lock");
+    t.true(await until(async () => (await lockWaiters(holder, "%pg_advisory_xact_lock%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), "media's link insert waits for the parent's lock");
+    t.is(await late, "DeadlineExceeded");
+    t.is(await lockWaiters(holder, "%pg_advisory_xact_lock%"), 1, "media's link insert still waits past the deadline");
     await holder.query("ROLLBACK");
     // Taking the lock again waits until media's transaction has ended, one way or the other.
     await holder.query("BEGIN");
-    await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_COLLECTION_LOCK, parentId]);
+    await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
     await holder.query("COMMIT");
     t.is(await linkRows(), 0, "the link row was not written for a caller answered deadline_exceeded");
   } finally {

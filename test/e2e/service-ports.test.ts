@@ -20,7 +20,7 @@ import { Health, HealthCheckResponse_ServingStatus as Serving } from "@cms/contr
 import { ServerReflection, ServerReflectionResponseSchema, ServerReflectionRequestSchema } from "@cms/contracts/grpc/reflection/v1/reflection_pb";
 import { ASSERTION_HEADER, createAssertionSigner, generateCallerKeyPem, loadCallerKeys } from "@cms/platform";
 import { admin, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
-import { systemDb, until } from "../helpers/faults.js";
+import { LOCK_TEST_DEADLINE_MS, MEDIA_LOCK, lockWaiters, systemDb, until } from "../helpers/faults.js";
 
 /** A unary call through grpc-js: the method's path, its messages serialized by protobuf-es. */
 function unary<I extends DescMessage, O extends DescMessage>(client: grpc.Client, method: DescMethod & { input: I; output: O }, init: MessageInitShape<I>, metadata: Record<string, string> = {}, options: grpc.CallOptions = {}): Promise<MessageShape<O>> {
@@ -128,9 +128,9 @@ if (!splitEnabled) {
       interceptors: [(next) => (req) => { req.header.set("authorization", auth.authorization); return next(req); }],
     }));
     const protocols: Array<[string, (id: bigint, name: string) => Promise<string>]> = [
-      ["gRPC", (id, name) => statusOf(unary(grpcClient, CollectionsService.method.updateCollection, { collectionId: id, name }, auth, { deadline: Date.now() + 400 }))],
+      ["gRPC", (id, name) => statusOf(unary(grpcClient, CollectionsService.method.updateCollection, { collectionId: id, name }, auth, { deadline: Date.now() + LOCK_TEST_DEADLINE_MS }))],
       ["Connect", async (id, name) => {
-        try { await connectClient.updateCollection({ collectionId: id, name }, { timeoutMs: 400 }); return "OK"; } catch (err) { return Code[ConnectError.from(err).code]!; }
+        try { await connectClient.updateCollection({ collectionId: id, name }, { timeoutMs: LOCK_TEST_DEADLINE_MS }); return "OK"; } catch (err) { return Code[ConnectError.from(err).code]!; }
       }],
     ];
     const holder = await systemDb(t, sys);
@@ -140,12 +140,11 @@ if (!splitEnabled) {
       await holder.query("BEGIN");
       await holder.query("SELECT id FROM collections.collections WHERE id = $1 FOR UPDATE", [id]);
       const late = update(id, `Too late (${protocol})`);
+      t.true(await until(async () => (await lockWaiters(holder, "%collections%for update%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), `${protocol}: the update waits for the row`);
       t.is(await late, protocol === "gRPC" ? "DEADLINE_EXCEEDED" : "DeadlineExceeded", protocol);
-      // The service's update goes on and waits for the row (DB_LOCK_TIMEOUT_MS is 5 s): it is
-      // let go only once it waits there, past its caller's deadline.
-      let waiting = 0;
-      await until(async () => (waiting = (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%collections%for update%'")).rows[0].n) > 0, 2_000);
-      t.is(waiting, 1, `${protocol}: the update waits for the row`);
+      // The service's update goes on waiting for the row past its caller's deadline
+      // (DB_LOCK_TIMEOUT_MS is 5 s): it is let go only now.
+      t.is(await lockWaiters(holder, "%collections%for update%"), 1, `${protocol}: the update still waits for the row`);
       await holder.query("ROLLBACK");
       // Locking the row again waits until the update's transaction has ended, one way or the other.
       await holder.query("BEGIN");
@@ -166,15 +165,15 @@ if (!splitEnabled) {
     const holder = await systemDb(t, sys);
     const linkRows = async () => (await holder.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n as number;
     // The lock the media process takes on a collection's rows while it changes them (MediaStore.lockCollections).
-    const lock = () => holder.query("SELECT pg_advisory_xact_lock($1, $2)", [0x6d656469, Number(parentId)]);
+    const lock = () => holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, Number(parentId)]);
     await holder.query("BEGIN");
     await lock();
     // The collections process commits the sub-collection, then asks the media process for its
     // link row in the parent, whose lock the holder has.
-    const late = await statusOf(unary(collections, CollectionsService.method.createCollection, { name: "Child", parentCollectionId: parentId }, auth, { deadline: Date.now() + 400 }));
-    t.is(late, "DEADLINE_EXCEEDED");
-    const waits = await until(async () => (await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%pg_advisory_xact_lock%'")).rows[0].n > 0, 2_000);
-    t.true(waits, "the media process's link insert waits for the parent's lock");
+    const late = statusOf(unary(collections, CollectionsService.method.createCollection, { name: "Child", parentCollectionId: parentId }, auth, { deadline: Date.now() + LOCK_TEST_DEADLINE_MS }));
+    t.true(await until(async () => (await lockWaiters(holder, "%pg_advisory_xact_lock%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), "the media process's link insert waits for the parent's lock");
+    t.is(await late, "DEADLINE_EXCEEDED");
+    t.is(await lockWaiters(holder, "%pg_advisory_xact_lock%"), 1, "the media process's link insert still waits past the deadline");
     await holder.query("ROLLBACK");
     // Taking the lock again waits until the media process's transaction has ended.
     await holder.query("BEGIN");

@@ -1,6 +1,7 @@
 /**
- * Pieces the fault tests share (test/faults/, split mode on the real backends): waiting for a
- * condition, a client of the system's database, and a media call
+ * Pieces the fault and deadline tests share (test/faults/, split mode on the real backends;
+ * test/e2e/deadline, service-ports): waiting for a condition, a client of the system's database,
+ * the backends waiting on a lock, and a media call
  * held inside media's transaction (on the advisory lock media takes on a collection) so that a
  * process can be killed or stopped while the call is surely in flight.
  */
@@ -20,6 +21,26 @@ export async function until(check: () => Promise<boolean> | boolean, ms = 30_000
     await sleep(100);
   }
   return false;
+}
+
+/**
+ * The deadline of a call a test lets run past it while the call waits on a lock the test holds:
+ * long enough for the call to reach the lock even on a loaded machine (the test sees it wait
+ * before the deadline passes), short of DB_LOCK_TIMEOUT_MS (5 s), which would end the wait itself.
+ */
+export const LOCK_TEST_DEADLINE_MS = 2_000;
+
+/**
+ * How many backends of db's database wait on a lock while running a statement like `queryLike`
+ * (ILIKE). db may be inside a transaction (holding the lock): PostgreSQL keeps a transaction's
+ * first read of the activity statistics for the rest of it, so that read is let go first.
+ */
+export async function lockWaiters(db: pg.Client, queryLike: string): Promise<number> {
+  await db.query("SELECT pg_stat_clear_snapshot()");
+  return (await db.query(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE $1",
+    [queryLike],
+  )).rows[0].n;
 }
 
 /** A client of the split system's database, closed when the test ends. */
