@@ -421,62 +421,72 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
     return opened?.info;
   }
 
+  async function putFile(key: string, body: Buffer | Readable, opts: PutOptions): Promise<ObjectInfo & { sha256: string }> {
+    const p = pathOf(key);
+    const metaFile = layout === "sidecar" ? metaOf(key) : undefined;
+    await Promise.all([ensureDir(dirname(p)), metaFile && ensureDir(dirname(metaFile)), ensureDir(tmpBase)]);
+    const tmp = join(tmpBase, `${randomUUID()}.tmp`);
+    try {
+      let size: number;
+      let sha256: string;
+      // The trailer goes after the bytes, in the same file, before it is synced.
+      const trailerOf = (hash: string) => (metaFile ? undefined : encodeTrailer({ contentType: opts.contentType, etag: hash.slice(0, 32) }));
+      if (Buffer.isBuffer(body)) {
+        // A buffer is checked whole and written with one call: a thumbnail's put costs a
+        // third of the CPU of the stream path.
+        sha256 = checkedBuffer(body, opts);
+        const trailer = trailerOf(sha256);
+        const fh = await open(tmp, "w");
+        try {
+          await writeAll(fh, trailer ? [body, trailer] : [body]);
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        size = body.length;
+      } else {
+        const m = meter(opts);
+        const file = createWriteStream(tmp, { highWaterMark: FS_IO_BYTES });
+        // The meter has checked and hashed the whole body when this flushes.
+        const stages = metaFile ? [m] : [m, new Transform({ transform: (chunk, _enc, cb) => cb(null, chunk), flush(cb) { cb(null, trailerOf(m.sha256())); } })];
+        try {
+          await pipeline([body, ...stages, file]);
+        } catch (err) {
+          // pipeline rejects as soon as a stream fails, while the file may still be opening
+          // (seen with the body failing first, or the meter refusing it): removed before the
+          // open creates it, the temporary would be left behind. A destroyed file stream
+          // closes once its open is done.
+          if (!file.closed) await new Promise<void>((resolve) => file.once("close", () => resolve()));
+          throw err;
+        }
+        const fh = await open(tmp, "r");
+        await fh.sync();
+        await fh.close();
+        size = m.bytes;
+        sha256 = m.sha256();
+      }
+      await opts.visibleAfter;
+      const etag = sha256.slice(0, 32);
+      if (metaFile) await writeFile(metaFile, JSON.stringify({ contentType: opts.contentType, etag }));
+      await rename(tmp, p);
+      return { contentType: opts.contentType, size, etag, sha256 };
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+  }
+
   return {
     kind: "fs",
     layout,
-    async put(key, body, opts) {
-      const p = pathOf(key);
-      const metaFile = layout === "sidecar" ? metaOf(key) : undefined;
-      await Promise.all([ensureDir(dirname(p)), metaFile && ensureDir(dirname(metaFile)), ensureDir(tmpBase)]);
-      const tmp = join(tmpBase, `${randomUUID()}.tmp`);
-      try {
-        let size: number;
-        let sha256: string;
-        // The trailer goes after the bytes, in the same file, before it is synced.
-        const trailerOf = (hash: string) => (metaFile ? undefined : encodeTrailer({ contentType: opts.contentType, etag: hash.slice(0, 32) }));
-        if (Buffer.isBuffer(body)) {
-          // A buffer is checked whole and written with one call: a thumbnail's put costs a
-          // third of the CPU of the stream path.
-          sha256 = checkedBuffer(body, opts);
-          const trailer = trailerOf(sha256);
-          const fh = await open(tmp, "w");
-          try {
-            await writeAll(fh, trailer ? [body, trailer] : [body]);
-            await fh.sync();
-          } finally {
-            await fh.close();
-          }
-          size = body.length;
-        } else {
-          const m = meter(opts);
-          const file = createWriteStream(tmp, { highWaterMark: FS_IO_BYTES });
-          // The meter has checked and hashed the whole body when this flushes.
-          const stages = metaFile ? [m] : [m, new Transform({ transform: (chunk, _enc, cb) => cb(null, chunk), flush(cb) { cb(null, trailerOf(m.sha256())); } })];
-          try {
-            await pipeline([body, ...stages, file]);
-          } catch (err) {
-            // pipeline rejects as soon as a stream fails, while the file may still be opening
-            // (seen with the body failing first, or the meter refusing it): removed before the
-            // open creates it, the temporary would be left behind. A destroyed file stream
-            // closes once its open is done.
-            if (!file.closed) await new Promise<void>((resolve) => file.once("close", () => resolve()));
-            throw err;
-          }
-          const fh = await open(tmp, "r");
-          await fh.sync();
-          await fh.close();
-          size = m.bytes;
-          sha256 = m.sha256();
-        }
-        await opts.visibleAfter;
-        const etag = sha256.slice(0, 32);
-        if (metaFile) await writeFile(metaFile, JSON.stringify({ contentType: opts.contentType, etag }));
-        await rename(tmp, p);
-        return { contentType: opts.contentType, size, etag, sha256 };
-      } catch (err) {
-        await rm(tmp, { force: true });
-        throw err;
-      }
+    put(key, body, opts) {
+      if (Buffer.isBuffer(body)) return putFile(key, body, opts);
+      // A stream can fail before putFile's pipeline reads it (while its folders are made): heard
+      // from the call on, that failure is put's rejection (the pipeline finds the stream failed)
+      // instead of an uncaught exception, which would end the process.
+      const heard = () => {};
+      body.on("error", heard);
+      return putFile(key, body, opts).finally(() => body.off("error", heard));
     },
     async get(key, range) {
       if (layout === "sidecar") {

@@ -10,7 +10,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { Readable } from "node:stream";
+import { PassThrough, Readable } from "node:stream";
 import {
   ObjectChecksumMismatchError,
   ObjectLengthMismatchError,
@@ -202,6 +202,20 @@ function registerSuite(kind: string, make: () => Promise<Backend>, enabled: bool
     for (let i = 0; i < 5; i++) {
       const body = new Readable({ read() { this.destroy(new Error("client connection reset")); } });
       await t.throwsAsync(b.store.put(`${p}early-${i}.bin`, body, { contentType: "application/octet-stream" }), { message: /reset/ });
+    }
+    t.is(await temporariesBackTo(b, before), before);
+    t.deepEqual(await b.list(p), []);
+  });
+
+  reg("failed-before-read", "a stream that fails before the put reads it (its folder still being made) is put's rejection, not an uncaught exception", async (t) => {
+    const p = prefix();
+    const before = (await b.temporaries()).length;
+    for (let i = 0; i < 3; i++) {
+      const body = new PassThrough();
+      // A folder of its own: the filesystem store makes it before it reads the body.
+      const put = b.store.put(`${p}folder-${i}/cut.bin`, body, { contentType: "application/octet-stream" });
+      body.destroy(new Error("client connection reset"));
+      await t.throwsAsync(put, { message: /reset/ });
     }
     t.is(await temporariesBackTo(b, before), before);
     t.deepEqual(await b.list(p), []);
