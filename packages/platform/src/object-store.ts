@@ -4,7 +4,7 @@
  * stored as `<user_id>/<collection_id>/<ts>_<name>`). Writes are all-or-nothing: a failed or
  * short write leaves no object behind.
  */
-import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir, readFile, readdir, rename, rm, stat, unlink, writeFile, open, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID, createHash } from "node:crypto";
@@ -61,8 +61,8 @@ export async function readObject(store: ObjectStore, key: string, opts: { range?
   const obj = await store.get(key, opts.range);
   if (!obj) return undefined;
   if (opts.maxBytes !== undefined && obj.info.size > opts.maxBytes) {
-    // A file stream may still be opening: once the object is gone its late ENOENT must not
-    // become an uncaught error.
+    // Dropped unread: whatever the body still does (an S3 response's socket let go half-way)
+    // must not fail where nobody hears it, an uncaught error.
     obj.body.on("error", () => {});
     obj.body.destroy();
     throw new ObjectTooLargeError(`object exceeds ${opts.maxBytes} bytes`);
@@ -359,9 +359,10 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
     madeDirs.add(dir);
   };
 
-  async function sidecarInfo(key: string): Promise<ObjectInfo | undefined> {
+  /** A sidecar-layout object's metadata; its size from `fh` when the file is open. */
+  async function sidecarInfo(key: string, fh?: FileHandle): Promise<ObjectInfo | undefined> {
     try {
-      const [st, meta] = await Promise.all([stat(pathOf(key)), readFile(metaOf(key), "utf8")]);
+      const [st, meta] = await Promise.all([fh ? fh.stat() : stat(pathOf(key)), readFile(metaOf(key), "utf8")]);
       const m = JSON.parse(meta) as StoredMeta;
       return { size: st.size, contentType: m.contentType, etag: m.etag };
     } catch {
@@ -490,15 +491,27 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
     },
     async get(key, range) {
       if (layout === "sidecar") {
-        const i = await sidecarInfo(key);
-        if (!i) return undefined;
+        // Opened before get answers, as a trailer-layout object is: an object removed meanwhile
+        // is still read whole, and a body dropped unread (a HEAD) has no open pending whose
+        // late ENOENT nobody would hear, an uncaught exception.
+        let fh: FileHandle;
+        try {
+          fh = await open(pathOf(key), "r");
+        } catch (err) {
+          if (isMissing(err)) return undefined;
+          throw err;
+        }
+        const i = await sidecarInfo(key, fh);
+        if (!i) {
+          await fh.close();
+          return undefined;
+        }
         // The end is always given (the size is known): without it every read of the stream
         // allocates a whole 1 MiB buffer, then copies a short one out of it, and the read of the
         // end of the file allocates another 1 MiB for nothing. A 200 KB image cost 2.2 MiB of
         // buffers, enough to drive V8's collections (external memory pressure) in a thumbnail run.
         const whole = i.size > 0 ? { start: 0, end: i.size - 1 } : {};
-        const body = createReadStream(pathOf(key), { ...(range ?? whole), highWaterMark: FS_IO_BYTES });
-        return { body, info: i };
+        return { body: fh.createReadStream({ ...(range ?? whole), highWaterMark: FS_IO_BYTES }), info: i };
       }
       const opened = await openTrailerObject(key, true);
       if (!opened) return undefined;
