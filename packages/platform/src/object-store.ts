@@ -383,18 +383,23 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
     }
   }
 
+  /** The object's file, open for reading; undefined when there is none. */
+  async function openObjectFile(key: string): Promise<FileHandle | undefined> {
+    try {
+      return await open(pathOf(key), "r");
+    } catch (err) {
+      if (isMissing(err)) return undefined;
+      throw err;
+    }
+  }
+
   /**
    * An object of the trailer layout, opened: its metadata, and its bytes when the file is small
    * enough to have come whole with the first read (then the file is closed already).
    */
   async function openTrailerObject(key: string, wantBytes: boolean): Promise<{ info: ObjectInfo; bytes?: Buffer; fh?: FileHandle } | undefined> {
-    let fh: FileHandle;
-    try {
-      fh = await open(pathOf(key), "r");
-    } catch (err) {
-      if (isMissing(err)) return undefined;
-      throw err;
-    }
+    const fh = await openObjectFile(key);
+    if (!fh) return undefined;
     try {
       if (wantBytes) {
         const first = Buffer.allocUnsafe(SMALL_OBJECT_BYTES);
@@ -494,13 +499,8 @@ export function createFsObjectStore(root: string): ObjectStore & { readonly layo
         // Opened before get answers, as a trailer-layout object is: an object removed meanwhile
         // is still read whole, and a body dropped unread (a HEAD) has no open pending whose
         // late ENOENT nobody would hear, an uncaught exception.
-        let fh: FileHandle;
-        try {
-          fh = await open(pathOf(key), "r");
-        } catch (err) {
-          if (isMissing(err)) return undefined;
-          throw err;
-        }
+        const fh = await openObjectFile(key);
+        if (!fh) return undefined;
         const i = await sidecarInfo(key, fh);
         if (!i) {
           await fh.close();
