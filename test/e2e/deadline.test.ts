@@ -3,11 +3,10 @@
  * (a call made outside another is bounded by the clients' 60 s, CALL_TIMEOUT_MS; here a shorter
  * deadline, given as any caller gives one): its caller is answered deadline_exceeded at the
  * deadline, and the handler, still waiting for a row another session holds, commits nothing once
- * the row is let go. Before, an in-process
- * call had no deadline at all: it answered whenever its handler ended, and committed then.
- * A call a handler makes to another service ends with its own call: the service two hops
- * down, still waiting, commits nothing either. Split mode's service ports are tested so in
- * service-ports.test.ts.
+ * the row is let go. Before, an in-process call had no deadline at all: it answered whenever its
+ * handler ended, and committed then. A call a handler makes to another service ends with its own
+ * call: the service two hops down, still waiting, commits nothing either. Split mode's service
+ * ports are tested so in service-ports.test.ts.
  */
 import test from "ava";
 import pg from "pg";
