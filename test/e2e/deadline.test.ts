@@ -62,6 +62,8 @@ test("a call's deadline bounds the calls it makes: media, waiting for a lock, wr
   await holder.connect();
   t.teardown(() => holder.end());
   const linkRows = async () => (await holder.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n as number;
+  const children = async () => (await holder.query("SELECT count(*)::int AS n FROM collections.collections WHERE parent_id = $1", [parentId])).rows[0].n as number;
+  const steps = async () => (await holder.query("SELECT count(*)::int AS n FROM collections.pending_steps")).rows[0].n as number;
   try {
     await holder.query("BEGIN");
     await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
@@ -78,6 +80,10 @@ test("a call's deadline bounds the calls it makes: media, waiting for a lock, wr
     await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
     await holder.query("COMMIT");
     t.is(await linkRows(), 0, "the link row was not written for a caller answered deadline_exceeded");
+    // Its caller was told nothing changed: the collection is undone at once (outside the ended
+    // call), not left to the recovery job's pass after STEP_GRACE_MS (2 min), where a retry
+    // would have seen it twice.
+    t.true(await until(async () => (await children()) === 0 && (await steps()) === 0, 10_000), "the committed sub-collection was undone and its step settled");
   } finally {
     await holder.query("ROLLBACK").catch(() => {});
   }

@@ -64,6 +64,15 @@ export function currentCall(): CallScope | undefined {
 }
 
 /**
+ * Runs `fn` outside the call being handled, as a job runs: its unit of work commits and its
+ * calls go on after the call ended, bounded by CALL_TIMEOUT_MS. For what a service owes whatever
+ * became of its caller, such as undoing a change its caller was told did not happen.
+ */
+export function outsideCall<T>(fn: () => T): T {
+  return handling.exit(fn);
+}
+
+/**
  * Whether the call being handled has ended for its caller. Its caller has been answered already
  * (deadline_exceeded, which the gateway turns into a 503 "safe to retry") or is gone, so a change
  * committed now would be one the caller was told did not happen, and its retry would make it twice.

@@ -6,7 +6,7 @@
 import test from "ava";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
-import { boundedByCall, runInCallScope, type CallScope } from "../src/call-scope.ts";
+import { boundedByCall, callHasEnded, outsideCall, runInCallScope, type CallScope } from "../src/call-scope.ts";
 
 interface Seen { signal: AbortSignal | undefined; timeoutMs: number | undefined }
 
@@ -78,4 +78,22 @@ test("a call made once the handled call ended, or past its deadline, fails witho
   const late = await t.throwsAsync(runInCallScope(scope(new AbortController().signal, Date.now() - 1), () => call(bounded)));
   t.is((late as ConnectError).code, Code.DeadlineExceeded);
   t.is(seen.length, 0);
+});
+
+test("outside the call being handled, what a handler owes after its call ended commits and calls on, bounded as a job's calls", async (t) => {
+  const { transport, seen } = recording();
+  const bounded = boundedByCall(transport, 1234);
+  const ended = new AbortController();
+  ended.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+  await runInCallScope(scope(ended.signal), async () => {
+    t.true(callHasEnded());
+    await outsideCall(async () => {
+      t.false(callHasEnded(), "a unit of work would commit");
+      await call(bounded);
+    });
+    t.true(callHasEnded(), "the handler's own context is unchanged");
+  });
+  t.is(seen.length, 1);
+  t.is(seen[0]!.timeoutMs, 1234);
+  t.is(seen[0]!.signal, undefined, "not ended with the handled call");
 });

@@ -4,10 +4,11 @@
  *
  * - The use case records the step in the unit of work of its collections change.
  * - After the commit it calls media (carryOut). On success it removes the step and answers.
- * - On failure it compensates: first the collections side, in one unit of work with the step
- *   turning "compensating" (a create removes the collection again, a move puts the parent back);
- *   then media is brought to what the collections side now holds (the link detached, or
- *   re-pointed at the parent the collection is under). The client gets 503 unavailable.
+ * - On failure it compensates, also when its caller was answered meanwhile (a deadline passed):
+ *   first the collections side, in one unit of work with the step turning "compensating" (a
+ *   create removes the collection again, a move puts the parent back); then media is brought to
+ *   what the collections side now holds (the link detached, or re-pointed at the parent the
+ *   collection is under). The client gets 503 unavailable.
  * - What a crash or an outage leaves is finished by the recovery job (recover): a step still
  *   pending after its grace period belongs to a request that never answered, and is compensated;
  *   a compensation whose media half failed is retried, with a growing delay, until media answers.
@@ -15,7 +16,7 @@
  * A request and the job never both settle a step: each takes it over under its row lock, and the
  * request removes it only while it is still pending.
  */
-import { AppError, emitCollectionUpdated, fromConnectError, type EventWriter } from "@cms/platform";
+import { AppError, emitCollectionUpdated, fromConnectError, outsideCall, type EventWriter } from "@cms/platform";
 import { retryDelayMs, type PendingStep, type StepWork } from "../domain/pending-steps.js";
 import type { CollectionsStores } from "./ports.js";
 import { changeOf, type AppContext } from "./context.js";
@@ -141,8 +142,11 @@ export function pendingStepsUseCases(app: AppContext) {
         outcome = await callMedia(step.work);
       } catch (err) {
         app.log.warn({ err, step: step.id, work: step.work }, "media did not follow a recorded step; undoing it");
-        // A failure to even record the undo leaves the step pending: the recovery job takes it.
-        await compensate(step.id, app.now()).catch((e) => app.log.error({ err: e, step: step.id }, "could not undo a step; the recovery job will"));
+        // Undone whatever became of the caller, answered deadline_exceeded or gone meanwhile (it
+        // was told nothing changed): outside its call, whose unit of work would commit nothing
+        // now. A failure to even record the undo leaves the step pending: the recovery job takes it.
+        await outsideCall(() => compensate(step.id, app.now()))
+          .catch((e) => app.log.error({ err: e, step: step.id }, "could not undo a step; the recovery job will"));
         throw refusalOf(err) ?? mediaUnavailable(failure);
       }
       // Gone from "pending": the recovery job took the step over (its grace ran out) and undoes it.
