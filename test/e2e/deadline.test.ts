@@ -12,7 +12,7 @@ import test from "ava";
 import pg from "pg";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
-import { actAsKey } from "@cms/platform";
+import { actAsKey, createLogger } from "@cms/platform";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
 import { LOCK_TEST_DEADLINE_MS, MEDIA_LOCK, lockWaiters, until } from "../helpers/faults.js";
 
@@ -91,4 +91,37 @@ test("a call's deadline bounds the calls it makes: media, waiting for a lock, wr
   const made = await collections.createCollection({ name: "Child in time", parentCollectionId: BigInt(parentId) }, { timeoutMs: 5_000, contextValues: asOwner });
   t.truthy(made.collection?.id);
   t.is(await linkRows(), 1);
+});
+
+test("a stop waits for the handlers still running: a create whose caller was answered undoes its collection before the pools close", async (t) => {
+  const lines: Array<{ level: string; msg: string }> = [];
+  const log = createLogger("info", {}, { write: (line: string) => { lines.push(JSON.parse(line)); } });
+  const own = await startTestSystem({}, { log });
+  t.teardown(() => own.stop());
+  const owner = await own.user();
+  const parentId = (await own.must(owner.token, { op: "collections.create", name: "Parent" })).collection.id as number;
+  const asOwner = createContextValues().set(actAsKey, { userId: owner.userId, username: owner.username, plan: "free", isAdmin: false, scopes: ["collections:write", "media:write"], tokenId: "deadline-test" });
+  const holder = new pg.Client({ connectionString: own.system.databaseUrl });
+  // The stop ends the embedded database under this client.
+  holder.on("error", () => {});
+  await holder.connect();
+  t.teardown(() => holder.end().catch(() => {}));
+  await holder.query("BEGIN");
+  await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
+  const late = own.system.clients.get(CollectionsService).createCollection({ name: "Child", parentCollectionId: BigInt(parentId) }, { timeoutMs: LOCK_TEST_DEADLINE_MS, contextValues: asOwner })
+    .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
+  t.true(await until(async () => (await lockWaiters(holder, "%pg_advisory_xact_lock%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), "media's link insert waits for the parent's lock");
+  t.is(await late, "DeadlineExceeded");
+  // Stopped while the create's handler still waits on media: the stop waits for it.
+  const stopping = own.restart();
+  t.true(await until(() => lines.some((l) => l.msg === "waiting for the handlers still running"), 10_000), "the stop waits for the running handlers");
+  await holder.query("ROLLBACK");
+  await stopping;
+  t.deepEqual(lines.filter((l) => l.level === "error" || l.level === "fatal").map((l) => l.msg), [], "nothing failed for lack of a pool");
+  // Started again on the same data: the sub-collection was undone before the stop went on.
+  const db = new pg.Client({ connectionString: own.system.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  t.is((await db.query("SELECT count(*)::int AS n FROM collections.collections WHERE parent_id = $1", [parentId])).rows[0].n, 0);
+  t.is((await db.query("SELECT count(*)::int AS n FROM collections.pending_steps")).rows[0].n, 0);
 });

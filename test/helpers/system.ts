@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { JetStreamManager } from "@nats-io/jetstream";
-import { loadConfig, type System } from "@cms/platform";
+import { loadConfig, type Logger, type System } from "@cms/platform";
 import { startSystem } from "@cms/server";
 import { AuthService } from "@cms/contracts/auth/v1/auth_pb";
 import { Ajv, type ValidateFunction } from "ajv";
@@ -62,7 +62,14 @@ export interface TestSystem {
   /** A user and a token; with `password`, one who can also sign in on the web pages. */
   user(opts?: { plan?: "free" | "paid" | "founding"; admin?: boolean; scopes?: string[]; username?: string; password?: string }): Promise<TestUser>;
   token(username: string, scopes?: string[]): Promise<string>;
+  /** Stops the system and starts it again on the same data (a process restart); url and system change. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
+}
+
+export interface TestSystemOptions {
+  /** Where the system logs (tests that read what it logged). */
+  log?: Logger;
 }
 
 /**
@@ -183,32 +190,34 @@ export async function isolatedEnv(overrides: Record<string, string> = {}): Promi
   };
 }
 
-export async function startTestSystem(overrides: Record<string, string> = {}): Promise<TestSystem> {
+export async function startTestSystem(overrides: Record<string, string> = {}, opts: TestSystemOptions = {}): Promise<TestSystem> {
   const { env, cleanup } = await isolatedEnv(overrides);
-  const config = loadConfig(env, ["--target=all"]);
-  // Passwords hashed in milliseconds: sign-in tests hash dozens (~0.45 s each at production cost,
-  // which the admin CLI's processes in passwords-cli.test.ts keep).
-  config.passwordHashParams = FAST_SCRYPT;
+  const start = () => {
+    const config = loadConfig(env, ["--target=all"]);
+    // Passwords hashed in milliseconds: sign-in tests hash dozens (~0.45 s each at production cost,
+    // which the admin CLI's processes in passwords-cli.test.ts keep).
+    config.passwordHashParams = FAST_SCRYPT;
+    return startSystem(config, opts.log ? { log: opts.log } : {});
+  };
   let system: System;
   try {
-    system = await startSystem(config);
+    system = await start();
   } catch (err) {
     await cleanup();
     throw err;
   }
-  const url = system.url!;
-  const auth = system.clients.get(AuthService);
+  let auth = system.clients.get(AuthService);
   let n = 0;
   const t: TestSystem = {
     system,
-    url,
+    url: system.url!,
     env,
     async call(token, body, opts = {}) {
       const headers: Record<string, string> = { "content-type": "application/json", ...opts.headers };
       const apikey = opts.apikey === undefined ? API_KEY : opts.apikey;
       if (apikey !== null) headers.apikey = apikey;
       if (token) headers.authorization = `Bearer ${token}`;
-      const res = await fetch(`${url}/functions/v1/thirdparty-v1`, { method: "POST", headers, body: JSON.stringify(body) });
+      const res = await fetch(`${t.url}/functions/v1/thirdparty-v1`, { method: "POST", headers, body: JSON.stringify(body) });
       const text = await res.text();
       let parsed: any;
       try { parsed = JSON.parse(text); } catch { parsed = { raw: text }; }
@@ -229,6 +238,12 @@ export async function startTestSystem(overrides: Record<string, string> = {}): P
       const u = await auth.createUser({ username, plan: opts.plan ?? "free", isAdmin: opts.admin ?? false, password: opts.password });
       const token = await t.token(username, opts.scopes);
       return { userId: u.userId, username, token };
+    },
+    async restart() {
+      await system.stop();
+      system = t.system = await start();
+      t.url = system.url!;
+      auth = system.clients.get(AuthService);
     },
     async stop() {
       await system.stop();

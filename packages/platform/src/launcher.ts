@@ -19,7 +19,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from "./embedded-postgre
 import { startTelemetry } from "./telemetry.js";
 import { observeOutbox, observePool } from "./metrics.js";
 import { resolveGrantSecret } from "./grants.js";
-import { clientInterceptors, ownerOf, serverInterceptors } from "./rpc.js";
+import { clientInterceptors, ownerOf, runningHandlers, serverInterceptors } from "./rpc.js";
 import { createAssertionSigner, createAssertionVerifier, loadCallerKeys } from "./assertions.js";
 import { assertCalls, authenticateCalls } from "./authn.js";
 import { boundedByCall, deadlineValues } from "./call-scope.js";
@@ -148,7 +148,10 @@ function makeClients(transportFor: (owner: ServiceName) => Transport): Clients {
 export async function launch(config: Config, opts: LaunchOptions): Promise<System> {
   const log = opts.log ?? createLogger(config.logLevel, { target: config.target });
   const cleanup: Array<() => Promise<void>> = [];
+  /** When the stop began: its waits share SHUTDOWN_TIMEOUT_MS, less 5 s for closing what is left. */
+  let stopBegan = 0;
   const stopAll = async () => {
+    stopBegan = Date.now();
     for (const fn of cleanup.reverse()) {
       try { await fn(); } catch (err) { log.error({ err }, "error during shutdown"); }
     }
@@ -195,7 +198,8 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
       verifier: createAssertionVerifier(callerKeys),
       tokens: { resolve: (t) => directTokens!.resolve(t), forget: (h) => directTokens?.forget(h) },
     });
-    const incoming = serverInterceptors(log, authenticate);
+    const running = runningHandlers();
+    const incoming = serverInterceptors(log, authenticate, running);
 
     // Routes of the modules in this process, and how clients reach every service.
     const routeFns: Array<(r: ConnectRouter) => void> = [];
@@ -257,6 +261,16 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     cleanup.push(async () => {
       for (const r of relays) await r.stop();
       await publishPendingEvents();
+    });
+    // Before that, the handlers still running (ports and gateway closed, no new call comes):
+    // one whose caller was answered may still have to commit or undo, on pools still open.
+    cleanup.push(async () => {
+      if (running.count() === 0) return;
+      const n = running.count();
+      log.info({ handlers: n }, "waiting for the handlers still running");
+      if (!(await running.settled(Math.max(0, stopBegan + config.shutdownTimeoutMs - 5000 - Date.now())))) {
+        log.warn({ handlers: running.count() }, "handlers still running when the stop's time ran out; closing the pools under them");
+      }
     });
     const poolMax = config.target === "all" ? Math.max(2, Math.ceil(config.dbPoolMax / 2)) : config.dbPoolMax;
     // A statement waiting longer than this for a lock (a row another session holds) fails, and

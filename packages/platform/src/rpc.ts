@@ -87,9 +87,54 @@ export function mapErrors(log: Logger): Interceptor {
   };
 }
 
-/** Server side of every service port and of the in-process router: trace, map errors, authenticate, validate. */
-export function serverInterceptors(log: Logger, authenticate: Interceptor): Interceptor[] {
-  return [serverTracing, mapErrors(log), authenticate, validateRequests, applyDefaults];
+/**
+ * The unary handlers running in this process. A handler can run on after its caller was
+ * answered (its deadline passed, its caller went away) and still need its pool: a create whose
+ * media step failed undoes its collection then. A stop waits for them before it closes the
+ * pools; streams (health's Watch, reflection) are not counted, they end with their connection.
+ */
+export interface RunningHandlers {
+  /** Counts each unary call from its start to its handler's end. */
+  interceptor: Interceptor;
+  count(): number;
+  /** Resolves once none runs, or after `ms`: whether none runs. */
+  settled(ms: number): Promise<boolean>;
+}
+
+export function runningHandlers(): RunningHandlers {
+  let running = 0;
+  let waiters: Array<() => void> = [];
+  const interceptor: Interceptor = (next) => async (req) => {
+    if (req.stream) return next(req);
+    running++;
+    try {
+      return await next(req);
+    } finally {
+      if (--running === 0) {
+        for (const wake of waiters) wake();
+        waiters = [];
+      }
+    }
+  };
+  return {
+    interceptor,
+    count: () => running,
+    settled(ms) {
+      if (running === 0) return Promise.resolve(true);
+      return new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(running === 0), ms);
+        waiters.push(() => { clearTimeout(timer); resolve(true); });
+      });
+    },
+  };
+}
+
+/**
+ * Server side of every service port and of the in-process router: count, trace, map errors,
+ * authenticate, validate.
+ */
+export function serverInterceptors(log: Logger, authenticate: Interceptor, running: RunningHandlers): Interceptor[] {
+  return [running.interceptor, serverTracing, mapErrors(log), authenticate, validateRequests, applyDefaults];
 }
 
 /** Client side of every call to a service: trace, then sign the caller assertion. */
