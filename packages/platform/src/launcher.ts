@@ -266,8 +266,7 @@ export async function launch(config: Config, opts: LaunchOptions): Promise<Syste
     // one whose caller was answered may still have to commit or undo, on pools still open.
     cleanup.push(async () => {
       if (running.count() === 0) return;
-      const n = running.count();
-      log.info({ handlers: n }, "waiting for the handlers still running");
+      log.info({ handlers: running.count() }, "waiting for the handlers still running");
       if (!(await running.settled(Math.max(0, stopBegan + config.shutdownTimeoutMs - 5000 - Date.now())))) {
         log.warn({ handlers: running.count() }, "handlers still running when the stop's time ran out; closing the pools under them");
       }
