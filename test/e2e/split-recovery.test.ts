@@ -11,18 +11,7 @@ import test from "ava";
 import pg from "pg";
 import { setTimeout as sleep } from "node:timers/promises";
 import { admin, call, splitEnabled, startSplitSystem } from "../helpers/split.js";
-
-/** The first key of the advisory lock the media service takes on a collection while it changes its rows. */
-const MEDIA_LOCK = 0x6d656469;
-
-async function until(check: () => Promise<boolean>, ms = 30_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return true;
-    await sleep(100);
-  }
-  return false;
-}
+import { heldInMedia } from "../helpers/faults.js";
 
 if (!splitEnabled) {
   test.skip("split mode recovery (skipped: needs DATABASE_URL and NATS_URL; run with npm run test:backends)", () => {});
@@ -52,16 +41,7 @@ if (!splitEnabled) {
 
     // Stall media deterministically: hold the lock its transaction takes on the parent, so that
     // the link row's insert waits inside media's open transaction.
-    await db.query("SELECT pg_advisory_lock($1::int, $2::int)", [MEDIA_LOCK, parent]);
-    const creating = call(gw, alice.token, { op: "collections.create", name: "Child", parent_collection_id: parent });
-    const waiting = await until(async () => {
-      const { rows } = await db.query(
-        "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = $2::bigint::oid",
-        [MEDIA_LOCK, parent],
-      );
-      return rows[0].n > 0;
-    });
-    t.true(waiting, `media's transaction waits on the parent's lock\n${sys.diagnostics()}`);
+    const creating = await heldInMedia(db, sys, parent, () => call(gw, alice.token, { op: "collections.create", name: "Child", parent_collection_id: parent }));
     const { rows: recorded } = await db.query("SELECT kind, state FROM collections.pending_steps");
     t.deepEqual(recorded, [{ kind: "create_link", state: "pending" }], "the collection committed with its pending step");
 
@@ -70,9 +50,9 @@ if (!splitEnabled) {
     await media.exited;
     // The dead process's transaction never commits: once it gets the lock, its backend finds
     // the client gone and rolls back.
-    await db.query("SELECT pg_advisory_unlock($1::int, $2::int)", [MEDIA_LOCK, parent]);
+    await creating.release();
 
-    const answer = await creating;
+    const answer = await creating.answer;
     t.is(answer.status, 503, JSON.stringify(answer.body));
     t.is(answer.body.error, "unavailable");
     // The collections side was undone at once; the media side could not follow (media is down).

@@ -58,8 +58,12 @@ export async function systemDb(t: ExecutionContext, sys: SplitSystem): Promise<p
 export async function heldInMedia<T>(db: pg.Client, sys: SplitSystem, collectionId: number, send: () => Promise<T>): Promise<{ answer: Promise<T>; release(): Promise<void> }> {
   await db.query("SELECT pg_advisory_lock($1::int, $2::int)", [MEDIA_LOCK, collectionId]);
   const answer = send();
+  // pg_locks covers the whole server: the test's own database only (tests beside it take the
+  // same lock on collections of the same id in theirs).
   const waiting = await until(async () => (await db.query(
-    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = $2::bigint::oid",
+    `SELECT count(*)::int AS n FROM pg_locks
+     WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = $2::bigint::oid
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
     [MEDIA_LOCK, collectionId],
   )).rows[0].n > 0);
   if (!waiting) throw new Error(`media's transaction never waited on the lock\n${sys.diagnostics()}`);
