@@ -5,10 +5,11 @@
  * deadline, and the handler, still waiting for a row another session holds, commits nothing once
  * the row is let go. Before, an in-process call had no deadline at all: it answered whenever its
  * handler ended, and committed then. A call a handler makes to another service ends with its own
- * call: the service two hops down, still waiting, commits nothing either. Split mode's service
- * ports are tested so in service-ports.test.ts.
+ * call: the service two hops down, still waiting, commits nothing either; the sub-collection the
+ * first service had committed is undone at once, and a stop meanwhile waits for that undo before
+ * it closes the pools. Split mode's service ports are tested so in service-ports.test.ts.
  */
-import test from "ava";
+import test, { type ExecutionContext } from "ava";
 import pg from "pg";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
@@ -53,25 +54,38 @@ test("an in-process call whose deadline passes while it waits for a lock is answ
   t.is(renamed.collection?.name, "Renamed");
 });
 
-test("a call's deadline bounds the calls it makes: media, waiting for a lock, writes no link row once the first caller was answered", async (t) => {
-  const owner = await sys.user();
-  const parentId = (await sys.must(owner.token, { op: "collections.create", name: "Parent" })).collection.id as number;
-  const collections = sys.system.clients.get(CollectionsService);
+/** How many rows `sql` (a count over `param`) finds through `db`. */
+const countOf = async (db: pg.Client, sql: string, param?: unknown) => (await db.query(sql, param === undefined ? [] : [param])).rows[0].n as number;
+const linkRowsIn = (db: pg.Client, parentId: number) => countOf(db, "SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", parentId);
+const childrenOf = (db: pg.Client, parentId: number) => countOf(db, "SELECT count(*)::int AS n FROM collections.collections WHERE parent_id = $1", parentId);
+const pendingSteps = (db: pg.Client) => countOf(db, "SELECT count(*)::int AS n FROM collections.pending_steps");
+
+/**
+ * A new user's parent collection, a client of the system's database holding media's lock on it
+ * in an open transaction, and a collections.createCollection of a child under it with
+ * LOCK_TEST_DEADLINE_MS: collections commits the sub-collection, then asks media for its link
+ * row in the parent, whose insert is seen waiting on the lock. `late` is the create's answer.
+ */
+async function createWaitingOnMedia(t: ExecutionContext, target: TestSystem) {
+  const owner = await target.user();
+  const parentId = (await target.must(owner.token, { op: "collections.create", name: "Parent" })).collection.id as number;
   const asOwner = createContextValues().set(actAsKey, { userId: owner.userId, username: owner.username, plan: "free", isAdmin: false, scopes: ["collections:write", "media:write"], tokenId: "deadline-test" });
-  const holder = new pg.Client({ connectionString: sys.system.databaseUrl });
+  const holder = new pg.Client({ connectionString: target.system.databaseUrl });
+  // A stop of an embedded database ends its connection.
+  holder.on("error", () => {});
   await holder.connect();
-  t.teardown(() => holder.end());
-  const linkRows = async () => (await holder.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n as number;
-  const children = async () => (await holder.query("SELECT count(*)::int AS n FROM collections.collections WHERE parent_id = $1", [parentId])).rows[0].n as number;
-  const steps = async () => (await holder.query("SELECT count(*)::int AS n FROM collections.pending_steps")).rows[0].n as number;
+  t.teardown(() => holder.end().catch(() => {}));
+  await holder.query("BEGIN");
+  await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
+  const late = target.system.clients.get(CollectionsService).createCollection({ name: "Child", parentCollectionId: BigInt(parentId) }, { timeoutMs: LOCK_TEST_DEADLINE_MS, contextValues: asOwner })
+    .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
+  t.true(await until(async () => (await lockWaiters(holder, "%pg_advisory_xact_lock%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), "media's link insert waits for the parent's lock");
+  return { parentId, asOwner, holder, late };
+}
+
+test("a call's deadline bounds the calls it makes: media, waiting for a lock, writes no link row once the first caller was answered", async (t) => {
+  const { parentId, asOwner, holder, late } = await createWaitingOnMedia(t, sys);
   try {
-    await holder.query("BEGIN");
-    await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
-    // collections commits the sub-collection, then asks media for its link row in the parent,
-    // whose lock the holder has.
-    const late = collections.createCollection({ name: "Child", parentCollectionId: BigInt(parentId) }, { timeoutMs: LOCK_TEST_DEADLINE_MS, contextValues: asOwner })
-      .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
-    t.true(await until(async () => (await lockWaiters(holder, "%pg_advisory_xact_lock%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), "media's link insert waits for the parent's lock");
     t.is(await late, "DeadlineExceeded");
     t.is(await lockWaiters(holder, "%pg_advisory_xact_lock%"), 1, "media's link insert still waits past the deadline");
     await holder.query("ROLLBACK");
@@ -79,18 +93,18 @@ test("a call's deadline bounds the calls it makes: media, waiting for a lock, wr
     await holder.query("BEGIN");
     await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
     await holder.query("COMMIT");
-    t.is(await linkRows(), 0, "the link row was not written for a caller answered deadline_exceeded");
+    t.is(await linkRowsIn(holder, parentId), 0, "the link row was not written for a caller answered deadline_exceeded");
     // Its caller was told nothing changed: the collection is undone at once (outside the ended
     // call), not left to the recovery job's pass after STEP_GRACE_MS (2 min), where a retry
     // would have seen it twice.
-    t.true(await until(async () => (await children()) === 0 && (await steps()) === 0, 10_000), "the committed sub-collection was undone and its step settled");
+    t.true(await until(async () => (await childrenOf(holder, parentId)) === 0 && (await pendingSteps(holder)) === 0, 10_000), "the committed sub-collection was undone and its step settled");
   } finally {
     await holder.query("ROLLBACK").catch(() => {});
   }
   // In time, the same create writes its link row.
-  const made = await collections.createCollection({ name: "Child in time", parentCollectionId: BigInt(parentId) }, { timeoutMs: 5_000, contextValues: asOwner });
+  const made = await sys.system.clients.get(CollectionsService).createCollection({ name: "Child in time", parentCollectionId: BigInt(parentId) }, { timeoutMs: 5_000, contextValues: asOwner });
   t.truthy(made.collection?.id);
-  t.is(await linkRows(), 1);
+  t.is(await linkRowsIn(holder, parentId), 1);
 });
 
 test("a stop waits for the handlers still running: a create whose caller was answered undoes its collection before the pools close", async (t) => {
@@ -98,19 +112,7 @@ test("a stop waits for the handlers still running: a create whose caller was ans
   const log = createLogger("info", {}, { write: (line: string) => { lines.push(JSON.parse(line)); } });
   const own = await startTestSystem({}, { log });
   t.teardown(() => own.stop());
-  const owner = await own.user();
-  const parentId = (await own.must(owner.token, { op: "collections.create", name: "Parent" })).collection.id as number;
-  const asOwner = createContextValues().set(actAsKey, { userId: owner.userId, username: owner.username, plan: "free", isAdmin: false, scopes: ["collections:write", "media:write"], tokenId: "deadline-test" });
-  const holder = new pg.Client({ connectionString: own.system.databaseUrl });
-  // The stop ends the embedded database under this client.
-  holder.on("error", () => {});
-  await holder.connect();
-  t.teardown(() => holder.end().catch(() => {}));
-  await holder.query("BEGIN");
-  await holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, parentId]);
-  const late = own.system.clients.get(CollectionsService).createCollection({ name: "Child", parentCollectionId: BigInt(parentId) }, { timeoutMs: LOCK_TEST_DEADLINE_MS, contextValues: asOwner })
-    .then(() => "OK", (err) => Code[ConnectError.from(err).code]);
-  t.true(await until(async () => (await lockWaiters(holder, "%pg_advisory_xact_lock%")) > 0, LOCK_TEST_DEADLINE_MS + 2_000), "media's link insert waits for the parent's lock");
+  const { parentId, holder, late } = await createWaitingOnMedia(t, own);
   t.is(await late, "DeadlineExceeded");
   // Stopped while the create's handler still waits on media: the stop waits for it.
   const stopping = own.restart();
@@ -122,6 +124,6 @@ test("a stop waits for the handlers still running: a create whose caller was ans
   const db = new pg.Client({ connectionString: own.system.databaseUrl });
   await db.connect();
   t.teardown(() => db.end());
-  t.is((await db.query("SELECT count(*)::int AS n FROM collections.collections WHERE parent_id = $1", [parentId])).rows[0].n, 0);
-  t.is((await db.query("SELECT count(*)::int AS n FROM collections.pending_steps")).rows[0].n, 0);
+  t.is(await childrenOf(db, parentId), 0);
+  t.is(await pendingSteps(db), 0);
 });
