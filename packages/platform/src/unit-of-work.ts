@@ -41,8 +41,11 @@ function eventCollector(): { events: EventWriter; rows: Array<ReturnType<typeof 
   return { rows, events: { async emit(type, payload) { rows.push(outboxRow(type, payload)); } } };
 }
 
-/** Thrown instead of committing the change of a call that has ended; its caller has had its answer. */
-function refuseEndedCall(): void {
+/**
+ * Thrown instead of committing the change of a call that has ended; its caller has had its
+ * answer. (Exported for the test doubles of units of work, which keep the same rule.)
+ */
+export function refuseEndedCall(): void {
   if (callHasEnded()) throw new AppError("unavailable", "The call ended (its deadline passed or its caller went away) before its change was committed; nothing was written. Safe to retry.");
 }
 

@@ -5,7 +5,7 @@
  */
 import test from "ava";
 import { createHash, randomBytes } from "node:crypto";
-import { AppError, EVENTS } from "@cms/platform";
+import { AppError, EVENTS, runInCallScope } from "@cms/platform";
 import { callerOf, fakeMediaApp } from "./fakes.js";
 
 const OWNER = "00000000-0000-4000-8000-000000000001";
@@ -125,6 +125,28 @@ test("a large chunk is written while its key is reserved: a refused reservation 
   t.deepEqual(rows(), ["0:stored", "1:stored"], "the reservation was dropped");
   t.is(chunkObjects().length, 2);
 
+  const done = await f.app.chunked.finishUpload(owner, { uploadId: f.uploadId, sha256: sha(file) });
+  t.is(done.row.sha256, sha(file));
+});
+
+test("a large chunk whose call ended while it was written: its object and its reservation go, the stored chunk stays", async (t) => {
+  const file = randomBytes(300_000);
+  const f = await session(file, 2);
+  const rows = () => f.state.chunks.map((c) => `${c.idx}:${c.state}`).sort();
+  const chunkObjects = () => [...f.objects.objects.keys()].filter((k) => k.includes("upload-chunks/"));
+  const call = new AbortController();
+  // The caller's deadline passes while the bytes are written, once the key is reserved.
+  f.objects.hooks.onPut = async () => {
+    while (!f.state.chunks.some((c) => c.idx === 1 && c.state === "writing")) await new Promise((r) => setImmediate(r));
+    call.abort();
+  };
+  const bytes = file.subarray(150_000);
+  const err = await t.throwsAsync(runInCallScope({ principal: { internal: true }, service: "media", signal: call.signal }, () =>
+    f.app.chunked.uploadChunk(owner, { uploadId: f.uploadId, index: 1, contentBase64: bytes.toString("base64"), contentLength: bytes.length })), { instanceOf: AppError });
+  t.is(err.code, "unavailable");
+  // Before, the reservation's removal was a unit of the ended call too, refused: its row stayed.
+  t.deepEqual(rows(), ["0:stored", "1:stored"], "the reservation was dropped");
+  t.is(chunkObjects().length, 2, "the new chunk's object removed");
   const done = await f.app.chunked.finishUpload(owner, { uploadId: f.uploadId, sha256: sha(file) });
   t.is(done.row.sha256, sha(file));
 });

@@ -12,7 +12,7 @@ import { Readable } from "node:stream";
 import type { Client } from "@connectrpc/connect";
 import type { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
 import {
-  ObjectChecksumMismatchError, ObjectLengthMismatchError, isStoreKey, loadConfig, type Config, type EventWriter, type Logger, type ObjectInfo, type ObjectStore,
+  ObjectChecksumMismatchError, ObjectLengthMismatchError, isStoreKey, loadConfig, refuseEndedCall, type Config, type EventWriter, type Logger, type ObjectInfo, type ObjectStore,
   type OneStatementUnit, type UnitOfWork, type UploadKeys,
 } from "@cms/platform";
 import type { MediaRow } from "../src/domain/media-row.js";
@@ -306,6 +306,8 @@ export function fakeStores() {
     const written: Written[] = [];
     try {
       const out = await inUnit.run(true, () => work(stores, writerInto(written)));
+      // As the real unit: a call that has ended commits nothing.
+      refuseEndedCall();
       events.push(...written);
       units++;
       return out;
@@ -318,6 +320,7 @@ export function fakeStores() {
   const oneStatementUnit: OneStatementUnit = async (statement, emit) => {
     const written: Written[] = [];
     await emit(writerInto(written));
+    refuseEndedCall();
     const rows = await statement;
     if (rows.length) {
       events.push(...written);

@@ -6,7 +6,7 @@
  */
 import test from "ava";
 import { createHash } from "node:crypto";
-import { EVENTS, isTransientFailure } from "@cms/platform";
+import { AppError, EVENTS, isTransientFailure, runInCallScope } from "@cms/platform";
 import { callerOf, fakeMediaApp } from "./fakes.js";
 
 const owner = callerOf("00000000-0000-4000-8000-000000000001");
@@ -48,4 +48,19 @@ test("stored bytes whose row fails, and whose removal the store fails too: an or
   // And uploads work again.
   const row = await f.app.uploads.uploadMedia(owner, upload);
   t.is(row.sha256, upload.sha256);
+});
+
+test("an upload whose call ended while its bytes were stored, and whose removal the store fails: the orphan is still recorded", async (t) => {
+  const f = fakeMediaApp();
+  f.objects.store.delete = async () => { throw storeDown(); };
+  // The caller's deadline passes while the bytes are written: the row's unit commits nothing.
+  const call = new AbortController();
+  f.objects.hooks.onPut = () => { call.abort(); };
+  const err = await t.throwsAsync(runInCallScope({ principal: { internal: true }, service: "media", signal: call.signal }, () => f.app.uploads.uploadMedia(owner, upload)), { instanceOf: AppError });
+  t.is(err.code, "unavailable");
+  t.deepEqual(f.state.media, []);
+  const [key] = [...f.objects.objects.keys()];
+  t.truthy(key, "the bytes stayed in the store");
+  // Before, the orphan's record was a unit of the ended call too, refused: nothing would ever remove the object.
+  t.deepEqual(f.events.filter((e) => e.type === EVENTS.objectsOrphaned).map((e) => e.payload.store_keys), [[key]]);
 });

@@ -15,7 +15,7 @@
 import { randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import {
-  AppError, ObjectChecksumMismatchError, ObjectLengthMismatchError, STORE_PREFIX, emitObjectsOrphaned, freshStoreKey, normalizeTags, readObject, type Caller,
+  AppError, ObjectChecksumMismatchError, ObjectLengthMismatchError, STORE_PREFIX, emitObjectsOrphaned, freshStoreKey, normalizeTags, outsideCall, readObject, type Caller,
 } from "@cms/platform";
 import type { MediaRow } from "../domain/media-row.js";
 import { checkName, itemName } from "../domain/rules.js";
@@ -198,10 +198,11 @@ export function createChunkedUploads(
       return await commitChunk(caller, input, bytes.length, { reservedKey: key });
     } catch (err) {
       // A refused reservation is the answer (it says more than the write it stopped) and left
-      // nothing to undo; otherwise the object and its reservation go.
+      // nothing to undo; otherwise the object and its reservation go, outside the call (its
+      // deadline may be what failed the chunk, and an ended call's unit commits nothing).
       await reserving;
       await ingest.removeObjects([key]);
-      await unitOfWork(({ transfers }) => transfers.dropReservation(key)).catch(() => {});
+      await outsideCall(() => unitOfWork(({ transfers }) => transfers.dropReservation(key))).catch(() => {});
       throw err;
     }
   }

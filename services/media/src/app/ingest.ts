@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
 import {
   AppError, ImageError, ObjectTooLargeError, OutboundError, currentCall, emitObjectsOrphaned, fetchImageFor, fetchStream, freshStoreKey, isRasterImage, isStoreKey,
-  mediaThumbnails, processImageFor, readFetchedBody, readObject, safeFetch, type Caller,
+  mediaThumbnails, outsideCall, processImageFor, readFetchedBody, readObject, safeFetch, type Caller,
 } from "@cms/platform";
 import { pagePreview } from "../domain/page-preview.js";
 import { checkOwnKey, isVideoHostingUrl, viewerOfMime } from "../domain/rules.js";
@@ -241,8 +241,10 @@ export function createIngest({ objects, config, log, unitOfWork }: Pick<MediaDep
       // The store failed the removal too (it is down): the objects are orphans, removed later by
       // the object-cleanup consumer, which retries until the store answers and checks again
       // that no row took them meanwhile.
+      // Recorded outside the call: owed whatever became of its caller (the attempt may have failed
+      // because its deadline passed, and an ended call's unit commits nothing).
       log.warn({ err, keys: list }, "could not remove objects of a failed upload; left to the orphan cleanup");
-      await unitOfWork(async (_stores, events) => { await emitObjectsOrphaned(events, list); })
+      await outsideCall(() => unitOfWork(async (_stores, events) => { await emitObjectsOrphaned(events, list); }))
         .catch((e) => log.error({ err: e, keys: list }, "could not record orphaned objects"));
     }
   }
