@@ -20,7 +20,7 @@ import { Health, HealthCheckResponse_ServingStatus as Serving } from "@cms/contr
 import { ServerReflection, ServerReflectionResponseSchema, ServerReflectionRequestSchema } from "@cms/contracts/grpc/reflection/v1/reflection_pb";
 import { ASSERTION_HEADER, createAssertionSigner, generateCallerKeyPem, loadCallerKeys } from "@cms/platform";
 import { admin, splitEnabled, startSplitSystem, type SplitSystem } from "../helpers/split.js";
-import { LOCK_TEST_DEADLINE_MS, MEDIA_LOCK, lockWaiters, systemDb, until } from "../helpers/faults.js";
+import { LOCK_TEST_DEADLINE_MS, MEDIA_LOCK, linkRowsIn, lockWaiters, systemDb, until } from "../helpers/faults.js";
 
 /** A unary call through grpc-js: the method's path, its messages serialized by protobuf-es. */
 function unary<I extends DescMessage, O extends DescMessage>(client: grpc.Client, method: DescMethod & { input: I; output: O }, init: MessageInitShape<I>, metadata: Record<string, string> = {}, options: grpc.CallOptions = {}): Promise<MessageShape<O>> {
@@ -163,7 +163,6 @@ if (!splitEnabled) {
     const collections = clientOf("collections");
     const parentId = (await unary(collections, CollectionsService.method.createCollection, { name: "Parent" }, auth)).collection!.id;
     const holder = await systemDb(t, sys);
-    const linkRows = async () => (await holder.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n as number;
     // The lock the media process takes on a collection's rows while it changes them (MediaStore.lockCollections).
     const lock = () => holder.query("SELECT pg_advisory_xact_lock($1, $2)", [MEDIA_LOCK, Number(parentId)]);
     await holder.query("BEGIN");
@@ -179,9 +178,9 @@ if (!splitEnabled) {
     await holder.query("BEGIN");
     await lock();
     await holder.query("COMMIT");
-    t.is(await linkRows(), 0, "no link row for a caller answered deadline_exceeded: the media call ended with the call that made it");
+    t.is(await linkRowsIn(holder, parentId), 0, "no link row for a caller answered deadline_exceeded: the media call ended with the call that made it");
     await unary(collections, CollectionsService.method.createCollection, { name: "Child in time", parentCollectionId: parentId }, auth);
-    t.is(await linkRows(), 1);
+    t.is(await linkRowsIn(holder, parentId), 1);
   });
 
   test("grpc.health.v1: Check and Watch answer SERVING on every service port; an unknown service is NOT_FOUND", async (t) => {

@@ -1,7 +1,7 @@
 /**
  * Pieces the fault and deadline tests share (test/faults/, split mode on the real backends;
  * test/e2e/deadline, service-ports): waiting for a condition, a client of the system's database,
- * the backends waiting on a lock, and a media call
+ * the backends waiting on a lock, media's link rows, and a media call
  * held inside media's transaction (on the advisory lock media takes on a collection) so that a
  * process can be killed or stopped while the call is surely in flight.
  */
@@ -41,6 +41,11 @@ export async function lockWaiters(db: pg.Client, queryLike: string): Promise<num
     "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE $1",
     [queryLike],
   )).rows[0].n;
+}
+
+/** How many link rows media holds in the collection `parentId` (one per sub-collection under it). */
+export async function linkRowsIn(db: pg.Client, parentId: number | bigint): Promise<number> {
+  return (await db.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n;
 }
 
 /** A client of the split system's database, closed when the test ends. */
