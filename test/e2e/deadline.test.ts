@@ -15,7 +15,7 @@ import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { CollectionsService } from "@cms/contracts/collections/v1/collections_pb";
 import { actAsKey, createLogger } from "@cms/platform";
 import { startTestSystem, type TestSystem } from "../helpers/system.js";
-import { LOCK_TEST_DEADLINE_MS, MEDIA_LOCK, linkRowsIn, lockWaiters, until } from "../helpers/faults.js";
+import { LOCK_TEST_DEADLINE_MS, MEDIA_LOCK, countOf, linkRowsIn, lockWaiters, until } from "../helpers/faults.js";
 
 let sys: TestSystem;
 test.before(async () => { sys = await startTestSystem(); });
@@ -54,8 +54,6 @@ test("an in-process call whose deadline passes while it waits for a lock is answ
   t.is(renamed.collection?.name, "Renamed");
 });
 
-/** The count `sql` (SELECT count(*)::int AS n ...) finds through `db`. */
-const countOf = async (db: pg.Client, sql: string, ...params: unknown[]) => (await db.query(sql, params)).rows[0].n as number;
 const childrenOf = (db: pg.Client, parentId: number) => countOf(db, "SELECT count(*)::int AS n FROM collections.collections WHERE parent_id = $1", parentId);
 const pendingSteps = (db: pg.Client) => countOf(db, "SELECT count(*)::int AS n FROM collections.pending_steps");
 

@@ -37,15 +37,17 @@ export const LOCK_TEST_DEADLINE_MS = 2_000;
  */
 export async function lockWaiters(db: pg.Client, queryLike: string): Promise<number> {
   await db.query("SELECT pg_stat_clear_snapshot()");
-  return (await db.query(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE $1",
-    [queryLike],
-  )).rows[0].n;
+  return countOf(db, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE $1", queryLike);
+}
+
+/** The count `sql` (SELECT count(*)::int AS n ...) finds through `db`. */
+export async function countOf(db: pg.Client, sql: string, ...params: unknown[]): Promise<number> {
+  return (await db.query(sql, params)).rows[0].n;
 }
 
 /** How many link rows media holds in the collection `parentId` (one per sub-collection under it). */
-export async function linkRowsIn(db: pg.Client, parentId: number | bigint): Promise<number> {
-  return (await db.query("SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", [parentId])).rows[0].n;
+export function linkRowsIn(db: pg.Client, parentId: number | bigint): Promise<number> {
+  return countOf(db, "SELECT count(*)::int AS n FROM media.media WHERE collection_id = $1", parentId);
 }
 
 /** A client of the split system's database, closed when the test ends. */
@@ -65,12 +67,12 @@ export async function heldInMedia<T>(db: pg.Client, sys: SplitSystem, collection
   const answer = send();
   // pg_locks covers the whole server: the test's own database only (tests beside it take the
   // same lock on collections of the same id in theirs).
-  const waiting = await until(async () => (await db.query(
+  const waiting = await until(async () => (await countOf(db,
     `SELECT count(*)::int AS n FROM pg_locks
      WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = $2::bigint::oid
        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-    [MEDIA_LOCK, collectionId],
-  )).rows[0].n > 0);
+    MEDIA_LOCK, collectionId,
+  )) > 0);
   if (!waiting) throw new Error(`media's transaction never waited on the lock\n${sys.diagnostics()}`);
   return { answer, release: async () => { await db.query("SELECT pg_advisory_unlock($1::int, $2::int)", [MEDIA_LOCK, collectionId]); } };
 }
